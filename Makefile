@@ -1,0 +1,170 @@
+# convatt: the paper's experiment grid, its tables and plots, and the tests.
+#
+#   make ptb-all        Table 2b/2a: 9 variants x SEEDS on PTB_DIR             (27 runs)
+#   make ud-all         Table 2c/2d: 5 variants x the paper's 47 treebanks found
+#                       under UD_DIR x SEEDS                       (60 on the 4 embedded)
+#   make ptb-positions  issue 6: the position methods (POSITION_VARIANTS) on PTB
+#   make ud-positions   ... and on UD
+#   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*
+#   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}
+#   make status         how many runs of each grid are finished
+#   make test           the test suite (TensorFlow, then the layer tests again on JAX)
+#   make venv           the virtual environment .venv (everything else builds it first)
+#
+# Every run is a file target, RUNS/ptb/<variant>/seed<S>/result.json or
+# RUNS/ud/UD_<Treebank>/<variant>/seed<S>/result.json: `convatt train` writes
+# result.json last, so a finished run is never redone, an interrupted grid resumes
+# where it stopped (the run itself resumes from its last finished epoch), and
+# `make -j N` trains N runs at once, each in its own directory.
+# Several GPUs: `make -j 4 ptb-all GPUS="0 1 2 3"` (see experiments/gpu_slot.sh).
+# The how-to is experiments/README_grid.md. Paths must not contain spaces.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+.DEFAULT_GOAL := help
+
+# ---- variables (set on the command line: make ptb-all SEEDS="1 2" EPOCHS=5) ----
+PYTHON       ?= python3
+VENV         ?= .venv
+CONVATT      ?= $(VENV)/bin/convatt
+RUNS         ?= runs
+RESULTS      ?= results
+PTB_DIR      ?= data/ptb-sample
+UD_DIR       ?= data/ud-2.2
+# fastText vectors (the paper: wiki-news-300d-1M-subword.vec); empty: no pretrained vectors
+EMBEDDINGS   ?=
+SEEDS        ?= 1 2 3
+# empty: the target's own list (ptb-all/ud-all: the paper's, *-positions: issue 6's)
+VARIANTS     ?=
+# empty: the paper's 47 treebanks, those found under UD_DIR ("English-LinES" or "UD_English-LinES")
+TREEBANKS    ?=
+# empty: the CLI's default, 100 epochs with early stopping (patience 3)
+EPOCHS       ?=
+# at most N sentences per split (smoke runs); empty: all
+LIMIT        ?=
+# non-empty: --mask-padding (not in the paper: pads take part in attention there)
+MASK_PADDING ?=
+# more options for `convatt train`, e.g. TRAIN_FLAGS="--jit-compile off"
+TRAIN_FLAGS  ?=
+# GPU slots, e.g. "0 1 2 3" (with -j 4); empty: no GPU assignment
+GPUS         ?=
+# parallel runs; the same as make -j JOBS
+JOBS         ?=
+
+ifneq ($(JOBS),)
+MAKEFLAGS += -j$(JOBS)
+endif
+
+VENV_STAMP := $(VENV)/.convatt-installed
+
+# ---- the grid's lists: one source each (see experiments/grid.py) ----
+# The variant lists live in convatt/variants.py and the treebanks in the paper's
+# Table 2d (experiments/reference/); grid.py reads both without importing anything
+# heavy, so the lists are never written twice and `make -n` works before .venv exists.
+comma := ,
+GRID := $(shell $(PYTHON) experiments/grid.py)
+ifeq ($(GRID),)
+$(error experiments/grid.py printed nothing: is $(PYTHON) a working Python 3?)
+endif
+grid_list = $(subst $(comma), ,$(patsubst $(1):%,%,$(filter $(1):%,$(GRID))))
+PAPER_VARIANTS    := $(call grid_list,paper)
+UD_VARIANTS       := $(call grid_list,ud)
+POSITION_VARIANTS := $(call grid_list,positions)
+PAPER_TREEBANKS   := $(call grid_list,treebanks)
+
+UD_WANTED  := $(patsubst UD_%,%,$(or $(TREEBANKS),$(PAPER_TREEBANKS)))
+UD_FOUND   := $(strip $(foreach t,$(UD_WANTED),$(if $(wildcard $(UD_DIR)/UD_$(t)/.),$(t))))
+UD_MISSING := $(filter-out $(UD_FOUND),$(UD_WANTED))
+
+# $(call ptb_runs,VARIANTS) / $(call ud_runs,VARIANTS): the result.json targets
+ptb_runs = $(foreach v,$(or $(VARIANTS),$(1)),$(foreach s,$(SEEDS),$(RUNS)/ptb/$(v)/seed$(s)/result.json))
+ud_runs = $(foreach t,$(UD_FOUND),$(foreach v,$(or $(VARIANTS),$(1)),$(foreach s,$(SEEDS),$(RUNS)/ud/UD_$(t)/$(v)/seed$(s)/result.json)))
+
+PTB_ALL       := $(call ptb_runs,$(PAPER_VARIANTS))
+UD_ALL        := $(call ud_runs,$(UD_VARIANTS))
+PTB_POSITIONS := $(call ptb_runs,$(POSITION_VARIANTS))
+UD_POSITIONS  := $(call ud_runs,$(POSITION_VARIANTS))
+
+# One line each, before anything runs, for the targets they concern.
+ifneq ($(filter ud-all ud-positions status,$(MAKECMDGOALS)),)
+ifneq ($(UD_MISSING),)
+$(info UD: $(words $(UD_MISSING)) of $(words $(UD_WANTED)) treebanks not under $(UD_DIR), skipped: $(UD_MISSING))
+endif
+endif
+ifneq ($(filter ud-all ud-positions,$(MAKECMDGOALS)),)
+ifeq ($(UD_FOUND),)
+$(error UD: none of the $(words $(UD_WANTED)) treebanks is under UD_DIR=$(UD_DIR) (expected $(UD_DIR)/UD_<Name>/, e.g. UD_English-LinES))
+endif
+endif
+ifneq ($(filter ptb-all ptb-positions,$(MAKECMDGOALS)),)
+ifeq ($(EMBEDDINGS),)
+$(info PTB: EMBEDDINGS is empty, so PTB runs train without pretrained fastText vectors (the paper used wiki-news-300d-1M-subword.vec))
+endif
+endif
+
+# ---- the runs ----
+.PHONY: ptb-all ud-all ptb-positions ud-positions
+ptb-all: $(PTB_ALL)
+ud-all: $(UD_ALL)
+ptb-positions: $(PTB_POSITIONS)
+ud-positions: $(UD_POSITIONS)
+
+# $(call train,PRESET,VARIANT,SEED_DIR,DATA): one run into the target's directory,
+# its output also appended to train.log there. The venv is an order-only
+# prerequisite: reinstalling it (setup.cfg changed) must not redo finished runs.
+train_flags = --preset $(1) --variant $(2) --seed $(patsubst seed%,%,$(3)) --data $(4) \
+  $(if $(and $(filter ptb,$(1)),$(EMBEDDINGS)),--embeddings $(EMBEDDINGS)) $(if $(EPOCHS),--epochs $(EPOCHS)) \
+  $(if $(LIMIT),--limit $(LIMIT)) $(if $(MASK_PADDING),--mask-padding) $(TRAIN_FLAGS) --out $(@D)
+define train
+@mkdir -p $(@D)
+$(if $(GPUS),GPUS="$(GPUS)" experiments/gpu_slot.sh )$(CONVATT) train $(strip $(train_flags)) 2>&1 | tee -a $(@D)/train.log
+endef
+
+# stem: <variant>/seed<S>
+$(RUNS)/ptb/%/result.json: | $(VENV_STAMP)
+	$(call train,ptb,$(word 1,$(subst /, ,$*)),$(word 2,$(subst /, ,$*)),$(PTB_DIR))
+
+# stem: UD_<Treebank>/<variant>/seed<S>
+$(RUNS)/ud/%/result.json: | $(VENV_STAMP)
+	$(call train,ud,$(word 2,$(subst /, ,$*)),$(word 3,$(subst /, ,$*)),$(UD_DIR)/$(word 1,$(subst /, ,$*)))
+
+# Never delete a finished run's result.json when make is interrupted.
+.PRECIOUS: $(RUNS)/ptb/%/result.json $(RUNS)/ud/%/result.json
+
+# ---- tables and plots (any subset of runs; notes in the output say what is missing) ----
+.PHONY: tables plots status
+tables: | $(VENV_STAMP)
+	$(CONVATT) tables --runs $(RUNS) --out $(RESULTS)
+
+plots: | $(VENV_STAMP)
+	$(CONVATT) plot --runs $(RUNS) --out $(RESULTS)
+
+count_done = $(words $(wildcard $(1))) of $(words $(1))
+status:
+	@echo "RUNS=$(RUNS)"
+	@echo "ptb-all:       $(call count_done,$(PTB_ALL)) runs finished"
+	@echo "ud-all:        $(call count_done,$(UD_ALL)) runs finished ($(words $(UD_FOUND)) treebanks under $(UD_DIR))"
+	@echo "ptb-positions: $(call count_done,$(PTB_POSITIONS)) runs finished"
+	@echo "ud-positions:  $(call count_done,$(UD_POSITIONS)) runs finished"
+
+# ---- environment and tests ----
+.PHONY: venv $(VENV) test
+venv $(VENV): $(VENV_STAMP)
+
+$(VENV_STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -e '.[dev]'
+	touch $@
+
+LAYER_TESTS := $(wildcard tests/test_layers_*.py)
+test: $(VENV_STAMP)
+	KERAS_BACKEND=tensorflow $(VENV)/bin/python -m pytest -q tests
+ifneq ($(LAYER_TESTS),)
+	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q $(LAYER_TESTS)
+else
+	@echo "no tests/test_layers_*.py: nothing to run on JAX"
+endif
+
+.PHONY: help
+help:
+	@sed -n '1,/^$$/s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))

@@ -1,0 +1,5 @@
+import sys
+
+from convatt.cli import main
+
+sys.exit(main())

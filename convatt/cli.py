@@ -1,0 +1,172 @@
+"""`convatt params | train | evaluate | tables | plot | bench` (also `python -m convatt`)."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+
+from convatt.errors import ConvattError
+
+EMBEDDED_DATA = Path(__file__).resolve().parent.parent / "data"
+DEFAULT_DATA = {"ptb": EMBEDDED_DATA / "ptb-sample", "ud": EMBEDDED_DATA / "ud-2.2" / "UD_English-LinES"}
+
+
+def _quiet_backend() -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+
+def cmd_params(args) -> None:
+    """Table 1c: every variant's parameter count and its difference to SAN."""
+    from convatt.model import build_tagger, count_parameters
+    from convatt.variants import VARIANTS, make_config
+
+    sizes = [args.n_words, args.n_chars, args.n_labels]
+    if None in sizes:
+        if args.data is None and args.preset == "ptb" and sizes == [None] * 3:
+            sizes = [20_002, 84, 47]  # the paper's PTB sizes (REFERENCE.md)
+        else:
+            from convatt.data import build_vocabularies, load_corpus
+
+            vocab = build_vocabularies(load_corpus(args.preset, args.data or DEFAULT_DATA[args.preset]), args.preset)
+            found = [len(vocab.words), len(vocab.chars), len(vocab.tags)]
+            sizes = [s if s is not None else f for s, f in zip(sizes, found)]
+    n_words, n_chars, n_labels = sizes
+    print(f"Table 1c, preset {args.preset}: {n_words:,} words, {n_chars:,} chars, {n_labels:,} labels")
+    counts = {}
+    for name in VARIANTS:
+        model = build_tagger(make_config(args.preset, name), n_words, n_chars, n_labels, jit_compile=False)
+        counts[name] = count_parameters(model)
+    base = {"san-pe-add-temp": "san-pe-add", "san-pe-add-conv": "san-pe-add", "san-pe-add-conv2d": "san-pe-add"}
+    print(f"{'variant':<20}{'label':<22}{'parameters':>12}{'vs SAN':>12}{'extension':>12}")
+    for name, n in counts.items():
+        ref = base.get(name, "san")
+        ext = f"{n - counts[ref]:+,}" if name != "san" else ""
+        print(f"{name:<20}{VARIANTS[name].label:<22}{n:>12,}{n - counts['san']:>+12,}{ext:>12}")
+
+
+def cmd_train(args) -> None:
+    from convatt.training import TrainOptions, train_run
+
+    data = args.data or DEFAULT_DATA[args.preset]
+    if args.epochs < 1:
+        raise ConvattError(f"--epochs must be at least 1, not {args.epochs}")
+    train_run(TrainOptions(
+        preset=args.preset, variant=args.variant, seed=args.seed, data=str(data), out=str(args.out),
+        embeddings=args.embeddings, embeddings_limit=args.embeddings_limit or None, epochs=args.epochs,
+        limit=args.limit, mask_padding=args.mask_padding, curve_every=args.curve_every,
+        curve_until=args.curve_until, jit_compile={"auto": "auto", "on": True, "off": False}[args.jit_compile],
+    ))
+
+
+def cmd_evaluate(args) -> None:
+    import json
+
+    from convatt.evaluation import evaluate_run
+
+    print(json.dumps(evaluate_run(args.run, args.data, args.split), indent=2))
+
+
+def cmd_tables(args) -> None:
+    from convatt.results import write_tables
+
+    for path in write_tables(Path(args.runs), Path(args.out)):
+        print(f"wrote {path}")
+
+
+def cmd_plot(args) -> None:
+    from convatt.plots import write_plots
+
+    for path in write_plots(Path(args.runs), Path(args.out)):
+        print(f"wrote {path}")
+
+
+def cmd_bench(args) -> None:
+    from convatt.bench import run_benchmark
+
+    run_benchmark(preset=args.preset, variant=args.variant, quick=args.quick)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="convatt", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("params", help="parameter counts of every variant (Table 1c)")
+    p.add_argument("--preset", default="ptb")
+    p.add_argument("--data", help="corpus to take vocabulary sizes from")
+    p.add_argument("--n-words", type=int)
+    p.add_argument("--n-chars", type=int)
+    p.add_argument("--n-labels", type=int)
+    p.set_defaults(func=cmd_params)
+
+    p = sub.add_parser("train", help="train and evaluate one run (resumes an interrupted one)")
+    p.add_argument("--preset", required=True, help="ptb or ud")
+    p.add_argument("--variant", required=True, help="e.g. san-pe-add (see `convatt params`)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--data", help="PTB: directory of .mrg files; UD: one treebank directory "
+                                  "(default: the embedded PTB sample / UD_English-LinES)")
+    p.add_argument("--embeddings", help="fastText vectors, .vec or .bin (PTB preset)")
+    p.add_argument("--embeddings-limit", type=int, default=100_000,
+                   help="read the first N vectors of a .vec file, as the paper (0: all)")
+    p.add_argument("--epochs", type=int, default=100, help="maximum epochs (early stopping, patience 3)")
+    p.add_argument("--limit", type=int, help="use at most N sentences per split (smoke runs)")
+    p.add_argument("--mask-padding", action="store_true", help="mask PAD keys in attention (not in the paper)")
+    p.add_argument("--curve-every", type=int, default=100, help="dev accuracy every N batches (Figure 2)")
+    p.add_argument("--curve-until", type=int, default=2000, help="... up to this global batch (-1: always)")
+    p.add_argument("--jit-compile", choices=["auto", "on", "off"], default="auto")
+    p.add_argument("--out", required=True, help="run directory")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="evaluate a finished run's model on a corpus split")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--data", help="corpus (default: the run's own)")
+    p.add_argument("--split", default="test", choices=["train", "dev", "test"])
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("tables", help="Tables 2b-2d from run directories, beside the paper's")
+    p.add_argument("--runs", default="runs")
+    p.add_argument("--out", default="results")
+    p.set_defaults(func=cmd_tables)
+
+    p = sub.add_parser("plot", help="learning curves (Table 2a, Figure 2) as PNG and PDF")
+    p.add_argument("--runs", default="runs")
+    p.add_argument("--out", default="results")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("bench", help="training throughput against a straightforward port")
+    p.add_argument("--preset", default="ptb")
+    p.add_argument("--variant", default="san-pe-add")
+    p.add_argument("--quick", action="store_true", help="a short run (under 5 minutes on 2 cores)")
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _quiet_backend()
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        args.func(args)
+    except ConvattError as e:
+        if args.debug:
+            raise
+        print(f"convatt: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("\nconvatt: interrupted; finished epochs are kept: rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

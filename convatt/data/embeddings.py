@@ -1,0 +1,120 @@
+"""Pretrained word vectors (fastText `.vec` text or `.bin` model, via gensim) -> an embedding matrix."""
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+
+from convatt.data._io import existing_file
+from convatt.data.vocab import OOV_ID, PAD_ID, Vocab
+from convatt.errors import ConvattError
+
+INIT_RANGE = 0.05  # words without a vector get uniform(-0.05, 0.05) rows
+
+
+def load_word_vectors(
+    path: str | os.PathLike, vocab: Vocab, dim: int, limit: int | None = 100_000, seed: int = 0
+) -> tuple[np.ndarray, int]:
+    """An embedding matrix (len(vocab), dim) float32 for `vocab`, and how many words had a vector.
+
+    `.bin` (or `.bin.gz`): a fastText model; every vocabulary word gets its vector,
+    built from subwords when the word itself is unknown. Anything else: word2vec
+    text format (`.vec`, optionally gzipped) with a "COUNT DIM" header, of which
+    the first `limit` vectors are read (None: all); words are matched exactly.
+    Vocabulary words without a vector (and <OOV>) get seeded uniform(-0.05, 0.05)
+    rows; row 0 (<PAD>) is zeros.
+    """
+    path = existing_file(path)
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1 or None, got {limit}")
+    rng = np.random.default_rng(seed)
+    matrix = rng.uniform(-INIT_RANGE, INIT_RANGE, size=(len(vocab), dim)).astype(np.float32)
+    matrix[PAD_ID] = 0.0
+    if path.name.endswith((".bin", ".bin.gz")):
+        vectors, available = _load_bin(path, dim), None
+    else:
+        vectors = _load_vec(path, dim, limit)
+        available = vectors.key_to_index
+    found = 0
+    for i, word in enumerate(vocab.tokens):
+        if i <= OOV_ID or (available is not None and word not in available):
+            continue
+        if available is None and word not in vectors:  # fastText without subwords
+            continue
+        matrix[i] = vectors[word]
+        found += 1
+    if not np.isfinite(matrix).all():
+        raise ConvattError("vectors hold NaN or infinite values", path)
+    return matrix, found
+
+
+def _load_bin(path: Path, dim: int):
+    from gensim.models.fasttext import load_facebook_vectors  # gensim is slow to import
+
+    try:
+        vectors = load_facebook_vectors(str(path))
+    except Exception as e:  # gensim's binary reader fails in many ways on a bad file
+        raise ConvattError(f"not a readable fastText .bin model ({type(e).__name__}: {e})",
+                           path) from e
+    if vectors.vector_size != dim:
+        raise ConvattError(
+            f"vectors have dimension {vectors.vector_size}, the model expects {dim}", path)
+    return vectors
+
+
+def _open(path: Path):
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")
+
+
+def _load_vec(path: Path, dim: int, limit: int | None):
+    """Check the header and the rows gensim will read (file:line errors), then load."""
+    from gensim.models import KeyedVectors  # gensim is slow to import
+
+    try:
+        with _open(path) as f:
+            header = f.readline()
+            parts = header.split()
+            if len(parts) != 2 or not all(p.isdigit() for p in parts):
+                shown = header[:60].decode("utf-8", "replace").rstrip()
+                raise ConvattError(
+                    f"expected a header 'COUNT DIM' (word2vec text format), found {shown!r}",
+                    path, 1)
+            count, width = int(parts[0]), int(parts[1])
+            if width != dim:
+                raise ConvattError(f"vectors have dimension {width}, the model expects {dim}",
+                                   path, 1)
+            n = count if limit is None else min(count, limit)
+            for number in range(2, n + 2):
+                line = f.readline()
+                if not line:
+                    raise ConvattError(
+                        f"the header announces {count} vectors but the file ends after "
+                        f"{number - 2}", path, number)
+                if line.rstrip().count(b" ") != width:  # gensim splits rows on single spaces
+                    raise ConvattError(
+                        f"expected a word and {width} numbers separated by single spaces, "
+                        f"found {line.rstrip().count(b' ')} values", path, number)
+    except (OSError, EOFError) as e:
+        raise ConvattError(f"cannot read vectors file: {e}", path) from e
+    try:
+        return KeyedVectors.load_word2vec_format(str(path), binary=False, limit=limit)
+    except (ValueError, EOFError, OSError) as e:  # UnicodeDecodeError is a ValueError
+        number = _first_bad_row(path, n)
+        raise ConvattError(f"gensim cannot read the vectors ({e})", path, number) from e
+
+
+def _first_bad_row(path: Path, n: int) -> int | None:
+    """Line number of the first of `n` rows whose word is not UTF-8 or whose values are not numbers."""
+    with _open(path) as f:
+        f.readline()
+        for number in range(2, n + 2):
+            parts = f.readline().rstrip().split(b" ")
+            try:
+                parts[0].decode("utf-8")
+                [float(v) for v in parts[1:]]
+            except ValueError:
+                return number
+    return None
+

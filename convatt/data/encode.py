@@ -1,0 +1,153 @@
+"""Sentences -> padded, chunked NumPy arrays; the vocabularies of a run, saved as JSON."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from convatt.data.corpus import PRESETS, Corpus, Sentence
+from convatt.data.vocab import (
+    OOV_ID, PAD_ID, Vocab, ambiguous_words, build_char_vocab, build_tag_vocab, build_word_vocab,
+)
+from convatt.errors import ConvattError
+
+MAX_LEN = 60  # t: tokens per row
+MAX_WORD_LEN = 20  # t_char: characters per word
+PTB_WORDS = 20_000
+UD_WORD_FRACTION = 0.5
+
+
+@dataclass
+class EncodedSplit:
+    """One split as arrays of n rows (chunks of at most t tokens); PAD = 0 everywhere.
+
+    words, tags: (n, t) int32; chars: (n, t, t_char) int32;
+    oov: (n, t) bool, tokens mapped to the OOV word id;
+    ambiguous: (n, t) bool, in-vocabulary tokens whose form is ambiguous in training;
+    tokens: (n, t) object, the word forms ("" at PAD).
+    """
+
+    words: np.ndarray
+    chars: np.ndarray
+    tags: np.ndarray
+    oov: np.ndarray
+    ambiguous: np.ndarray
+    tokens: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self.words.shape[0]
+
+    @property
+    def mask(self) -> np.ndarray:
+        """(n, t) bool: True at real tokens, False at PAD."""
+        return self.words != PAD_ID
+
+
+def chunk(sentence: Sentence, max_len: int) -> list[Sentence]:
+    """Cut a sentence into consecutive pieces of at most `max_len` tokens (nothing dropped)."""
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    return [sentence[i:i + max_len] for i in range(0, len(sentence), max_len)]
+
+
+def encode_split(
+    sentences: list[Sentence],
+    words: Vocab,
+    chars: Vocab,
+    tags: Vocab,
+    ambiguous: frozenset[str],
+    max_len: int = MAX_LEN,
+    max_word_len: int = MAX_WORD_LEN,
+) -> EncodedSplit:
+    """Encode sentences: long ones are chunked, words keep their first `max_word_len` characters."""
+    if max_word_len < 1:
+        raise ValueError(f"max_word_len must be >= 1, got {max_word_len}")
+    rows = [piece for s in sentences for piece in chunk(s, max_len)]
+    n = len(rows)
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
+    row_of = np.repeat(np.arange(n), lengths)
+    col_of = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    forms = [w for r in rows for w, _ in r]
+
+    # Work per distinct form, then gather: a corpus has far fewer forms than tokens.
+    form_ids: dict[str, int] = {}
+    token_form = np.fromiter((form_ids.setdefault(w, len(form_ids)) for w in forms),
+                             dtype=np.int64, count=len(forms))
+    distinct = list(form_ids)
+    form_word = np.array([words.encode(w) for w in distinct] or [0], dtype=np.int32)
+    form_chars = np.zeros((max(len(distinct), 1), max_word_len), dtype=np.int32)
+    for i, w in enumerate(distinct):
+        ids = [chars.encode(c) for c in w[:max_word_len]]
+        form_chars[i, :len(ids)] = ids
+    form_ambiguous = np.array([w in ambiguous for w in distinct] or [False]) & (form_word != OOV_ID)
+
+    shape = (n, max_len)
+    out_words = np.zeros(shape, dtype=np.int32)
+    out_chars = np.zeros(shape + (max_word_len,), dtype=np.int32)
+    out_tags = np.zeros(shape, dtype=np.int32)
+    out_ambiguous = np.zeros(shape, dtype=bool)
+    out_tokens = np.full(shape, "", dtype=object)
+    out_words[row_of, col_of] = form_word[token_form]
+    out_chars[row_of, col_of] = form_chars[token_form]
+    out_tags[row_of, col_of] = [tags.encode(t) for r in rows for _, t in r]
+    out_ambiguous[row_of, col_of] = form_ambiguous[token_form]
+    out_tokens[row_of, col_of] = forms
+    return EncodedSplit(out_words, out_chars, out_tags, out_words == OOV_ID, out_ambiguous,
+                        out_tokens)
+
+
+@dataclass
+class Vocabularies:
+    """Everything needed to encode data the way a run was trained: saved beside the run."""
+
+    words: Vocab
+    chars: Vocab
+    tags: Vocab
+    ambiguous: frozenset[str]
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the vocabularies as JSON."""
+        data = {
+            "format": "convatt-vocabularies", "version": 1,
+            "words": list(self.words.tokens), "chars": list(self.chars.tokens),
+            "tags": list(self.tags.tokens), "ambiguous": sorted(self.ambiguous),
+        }
+        Path(path).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Vocabularies":
+        """Read vocabularies written by `save`."""
+        path = Path(path)
+        if not path.is_file():
+            raise ConvattError("vocabularies file not found", path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ConvattError(f"not valid JSON: {e.msg}", path, e.lineno) from e
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConvattError(f"cannot read vocabularies: {e}", path) from e
+        if not isinstance(data, dict) or data.get("format") != "convatt-vocabularies":
+            raise ConvattError("not a convatt vocabularies file (no \"format\": "
+                               "\"convatt-vocabularies\")", path)
+        try:
+            return cls(Vocab(tuple(data["words"])), Vocab(tuple(data["chars"])),
+                       Vocab(tuple(data["tags"])), frozenset(data["ambiguous"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConvattError(f"malformed vocabularies file: {e}", path) from e
+
+
+def build_vocabularies(corpus: Corpus, preset: str) -> Vocabularies:
+    """The paper's vocabularies: words counted over train+dev+test (PTB: the 20,000 most
+    frequent; UD: the most frequent half of the distinct forms), chars, tags and
+    ambiguous words from train."""
+    if preset not in PRESETS:
+        raise ConvattError(f"unknown preset {preset!r}: expected one of {', '.join(PRESETS)}")
+    if preset == "ptb":
+        words = build_word_vocab(corpus.all_sentences(), max_size=PTB_WORDS)
+    else:
+        words = build_word_vocab(corpus.all_sentences(), fraction=UD_WORD_FRACTION)
+    return Vocabularies(words, build_char_vocab(corpus.train), build_tag_vocab(corpus.train),
+                        ambiguous_words(corpus.train))

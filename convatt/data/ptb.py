@@ -1,0 +1,165 @@
+"""Penn Treebank reader: bracketed `.mrg` trees -> (word, tag) sentences.
+
+Split rules (see `read_ptb`):
+- LDC release (`.../wsj/SS/wsj_SSNN.mrg`): by section, train 00-18, dev 19-21,
+  test 22-24, as in the paper.
+- NLTK sample (wsj_0001 .. wsj_0199, sections 00-01 only): by file number,
+  train wsj_0001-0139, dev wsj_0140-0169, test wsj_0170-0199 (3,068 / 433 / 413
+  sentences: 78 / 11 / 11 %, the proportions of the paper's full-PTB split).
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from convatt.data._io import existing_dir, line_of, read_text
+from convatt.data.corpus import Corpus, Sentence
+from convatt.errors import ConvattError
+
+TRACE_TAG = "-NONE-"
+SECTION_SPLIT = {"train": range(0, 19), "dev": range(19, 22), "test": range(22, 25)}
+SAMPLE_SPLIT = {"train": range(1, 140), "dev": range(140, 170), "test": range(170, 200)}
+SAMPLE_NOTE = (
+    "PTB sample (sections 00-01) with a fixed split by file number "
+    "(train wsj_0001-0139, dev wsj_0140-0169, test wsj_0170-0199): "
+    "results are not comparable to the paper's full-PTB numbers"
+)
+
+# A whole leaf "(TAG word)", or one of "(", ")", or a bare atom.
+_TOKEN = re.compile(r"\(\s*([^\s()]+)\s+([^\s()]+)\s*\)|(\()|(\))|([^\s()]+)")
+_WSJ_FILE = re.compile(r"wsj_(\d\d)(\d\d)\.mrg(?:\.gz)?")
+
+
+def read_mrg(path: str | os.PathLike) -> list[Sentence]:
+    """Read every tree of a `.mrg` file (plain or `.gz`) as a sentence of (word, tag).
+
+    Leaves are `(TAG word)`; leaves tagged -NONE- (traces) are dropped, and a tree
+    left without words is skipped. Malformed brackets raise ConvattError with
+    file and line.
+    """
+    text = read_text(path)
+    if not text.strip():
+        raise ConvattError("empty file: expected bracketed trees like ( (S (NN word) ) )", path, 1)
+    return _parse_trees(text, Path(path))
+
+
+def _parse_trees(text: str, path: Path) -> list[Sentence]:
+    def fail(message: str, offset: int) -> ConvattError:
+        return ConvattError(message, path, line_of(text, offset))
+
+    sentences: list[Sentence] = []
+    current: Sentence = []
+    stack: list[list] = []  # open brackets: [label or None, number of children, offset]
+    new_tree_inside: int | None = None  # a "(" at a line start while a tree is still open
+    for m in _TOKEN.finditer(text):
+        tag, word, opening, closing, atom = m.groups()
+        if tag is not None:
+            if stack:
+                stack[-1][1] += 1
+                if tag != TRACE_TAG:
+                    current.append((word, tag))
+            elif tag != TRACE_TAG:  # a tree that is a single leaf
+                sentences.append([(word, tag)])
+        elif opening:
+            start = m.start()
+            if stack and new_tree_inside is None and (start == 0 or text[start - 1] == "\n"):
+                new_tree_inside = start
+            stack.append([None, 0, start])
+        elif closing:
+            if not stack:
+                raise fail("unbalanced brackets: ')' without a matching '(' "
+                           "(one ')' too many here or earlier)", m.start())
+            label, n_children, start = stack.pop()
+            if n_children == 0:
+                if label is None:
+                    raise fail("empty brackets '()': expected a label and a word or subtrees", start)
+                raise fail(f"leaf ({label}) has no word: expected (TAG word)", start)
+            if stack:
+                stack[-1][1] += 1
+            else:
+                if current:
+                    sentences.append(current)
+                current, new_tree_inside = [], None
+        else:
+            if not stack:
+                raise fail(f"text {atom!r} outside any tree: expected '('", m.start())
+            top = stack[-1]
+            if top[0] is None and top[1] == 0:
+                top[0] = atom
+            else:
+                raise fail(
+                    f"word {atom!r} in '({top[0] or ''} ...' is not a (TAG word) leaf: a leaf "
+                    "holds exactly one word, other brackets only subtrees", m.start())
+    if stack:
+        hint = ""
+        if new_tree_inside is not None:
+            hint = f"; a new tree starts at line {line_of(text, new_tree_inside)} while it is open"
+        raise fail(
+            f"unbalanced brackets: the tree opened here is never closed "
+            f"({len(stack)} ')' missing at the end of the file{hint})",
+            stack[0][2],
+        )
+    if not sentences:
+        raise ConvattError("no words: every tree holds only -NONE- leaves", path, 1)
+    return sentences
+
+
+def _wsj_files(directory: Path) -> dict[int, Path]:
+    """Map file number SSNN (as an int, e.g. 1901) to its path, under `directory`."""
+    files: dict[int, Path] = {}
+    for p in sorted(directory.rglob("wsj_*")):
+        m = _WSJ_FILE.fullmatch(p.name)
+        if not m or not p.is_file():
+            continue
+        number = int(m.group(1) + m.group(2))
+        if number in files:
+            raise ConvattError(f"wsj_{number:04d} found twice: {files[number]} and {p}", directory)
+        files[number] = p
+    return files
+
+
+def read_ptb(directory: str | os.PathLike) -> Corpus:
+    """Read WSJ `.mrg` files found recursively under `directory` and split them.
+
+    Files are recognised by name, `wsj_SSNN.mrg` (or `.mrg.gz`), section SS:
+    - if every file is in sections 00-01, this is the NLTK sample (wsj_0001 ..
+      wsj_0199): fixed split by file number, train 0001-0139, dev 0140-0169,
+      test 0170-0199 (3,068 / 433 / 413 sentences, the paper's 78/11/11 %);
+      `Corpus.note` warns that results are not comparable to the paper's;
+    - otherwise the paper's split by section: train 00-18, dev 19-21, test 22-24.
+    A split without files is a ConvattError listing the sections found.
+    """
+    directory = existing_dir(directory, "PTB directory")
+    files = _wsj_files(directory)
+    if not files:
+        raise ConvattError("no wsj_SSNN.mrg files found (searched recursively)", directory)
+    sections = sorted({n // 100 for n in files})
+    sample = sections[-1] <= 1
+    rule = SAMPLE_SPLIT if sample else SECTION_SPLIT
+    key = (lambda n: n) if sample else (lambda n: n // 100)
+    splits: dict[str, list[Sentence]] = {}
+    for split, allowed in rule.items():
+        chosen = [p for n, p in sorted(files.items()) if key(n) in allowed]
+        if not chosen:
+            found = ", ".join(f"{s:02d}" for s in sections)
+            what = (
+                f"files wsj_{allowed[0]:04d}-{allowed[-1]:04d} (NLTK sample split)"
+                if sample
+                else f"sections {allowed[0]:02d}-{allowed[-1]:02d}"
+            )
+            raise ConvattError(
+                f"no {split} data: expected {what}; found {len(files)} files in sections {found}",
+                directory,
+            )
+        splits[split] = [s for p in chosen for s in read_mrg(p)]
+    note = SAMPLE_NOTE if sample else _missing_sections_note(sections)
+    return Corpus("PTB-sample" if sample else "PTB", note=note, **splits)
+
+
+def _missing_sections_note(sections: list[int]) -> str:
+    missing = sorted(set(range(25)) - set(sections))
+    if not missing:
+        return ""
+    listed = ", ".join(f"{s:02d}" for s in missing)
+    return f"sections {listed} are missing: the paper uses all of sections 00-24"

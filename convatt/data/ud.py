@@ -1,0 +1,172 @@
+"""Universal Dependencies reader: CoNLL-U (`.conllu` or `.conllu.gz`) -> (FORM, UPOS) sentences.
+
+The file is checked line by line first (10 tab-separated fields, a valid ID,
+consecutive word IDs, FORM and UPOS present) so that every error names its line;
+each sentence is then parsed with `conllu`, whose exceptions are reported with
+the sentence's lines too. Multiword-token lines (ID "3-4") and empty nodes
+(ID "3.1") are skipped.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import conllu
+from conllu.exceptions import ParseException
+from conllu.parser import DEFAULT_FIELDS
+
+from convatt.data._io import existing_dir, read_text
+from convatt.data.corpus import Corpus, Sentence
+from convatt.errors import ConvattError
+
+SPLITS = ("train", "dev", "test")
+N_FIELDS = len(DEFAULT_FIELDS)  # 10: ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC
+_WORD_ID = re.compile(r"[1-9][0-9]*")
+_OTHER_ID = re.compile(r"[1-9][0-9]*-[1-9][0-9]*|[0-9]+\.[1-9][0-9]*")
+_CONLLU_ERRORS = (ParseException, ValueError, IndexError, KeyError, TypeError)
+
+
+def read_conllu(path: str | os.PathLike) -> list[Sentence]:
+    """Read a CoNLL-U file as sentences of (FORM, UPOS), one per sentence block."""
+    text = read_text(path)
+    if not text.strip():
+        raise ConvattError("empty file: expected CoNLL-U sentences", path, 1)
+    sentences: list[Sentence] = []
+    for first_line, lines in _blocks(text):
+        sentence = _read_block(lines, first_line, path)
+        if sentence is not None:
+            sentences.append(sentence)
+    if not sentences:
+        raise ConvattError("no sentences: the file holds only comment lines", path, 1)
+    if all(form == "_" for s in sentences for form, _ in s):
+        raise ConvattError(
+            "every FORM is '_': this treebank is distributed without its words "
+            "(restore them first, as its README explains)", path, 1,
+        )
+    return sentences
+
+
+def _blocks(text: str):
+    """Yield (line number of the first line, lines) for each blank-line-separated block."""
+    block: list[str] = []
+    start = 0
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            if not block:
+                start = number
+            block.append(line)
+        elif block:
+            yield start, block
+            block = []
+    if block:
+        yield start, block
+
+
+def _check_line(line: str, number: int, n_words: int, path) -> tuple[str, str] | None:
+    """(FORM, UPOS) of a word line, None for a multiword token or empty node; else an error."""
+    fields = line.split("\t")
+    if len(fields) != N_FIELDS:
+        if len(fields) == 1 and " " in line.strip():
+            found = "no tab: the fields seem separated by spaces, not tabs"
+        else:
+            found = f"found {len(fields)}"
+        raise ConvattError(f"expected {N_FIELDS} tab-separated fields "
+                           f"(ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC), {found}",
+                           path, number)
+    word_id, form, upos = fields[0], fields[1], fields[3]
+    if _OTHER_ID.fullmatch(word_id):
+        return None
+    if not _WORD_ID.fullmatch(word_id):
+        raise ConvattError(f"ID {word_id!r} is not a positive integer, a range like '3-4' "
+                           "or a decimal like '3.1'", path, number)
+    if int(word_id) != n_words + 1:
+        raise ConvattError(f"word IDs must count 1, 2, 3, ...: expected {n_words + 1}, "
+                           f"found {word_id}", path, number)
+    if not form:
+        raise ConvattError("empty FORM (field 2)", path, number)
+    if upos in ("", "_"):
+        raise ConvattError(f"missing UPOS (field 4) for {form!r}", path, number)
+    return form, upos
+
+
+def _read_block(lines: list[str], first_line: int, path) -> Sentence | None:
+    """Check one sentence block, parse it with conllu; None for a comment-only block."""
+    numbers: list[int] = []  # line number of each word
+    words: Sentence = []
+    token_lines = [(n, line) for n, line in enumerate(lines, first_line) if not line.startswith("#")]
+    if not token_lines:
+        return None
+    for number, line in token_lines:
+        word = _check_line(line, number, len(words), path)
+        if word is not None:
+            numbers.append(number)
+            words.append(word)
+    if not words:
+        raise ConvattError("sentence without word lines (only multiword tokens or empty nodes)",
+                           path, first_line)
+    try:
+        parsed = conllu.parse("\n".join(lines), fields=DEFAULT_FIELDS)
+        got = [(t["form"], t["upos"]) for s in parsed for t in s if isinstance(t["id"], int)]
+    except _CONLLU_ERRORS as e:
+        number = _failing_line(lines, first_line)
+        raise ConvattError(f"malformed CoNLL-U line (conllu: {e})", path, number) from e
+    if got != words:  # conllu also splits on two spaces, and obeys '# global.columns'
+        i = next((i for i, (a, b) in enumerate(zip(got, words)) if a != b), len(got) - 1)
+        raise ConvattError(
+            f"conllu reads FORM/UPOS {got[i] if got else None!r}, the tab-separated fields say "
+            f"{words[min(i, len(words) - 1)]!r} (two consecutive spaces in a field, or a "
+            "'# global.columns' comment?)", path, numbers[min(i, len(numbers) - 1)])
+    return words
+
+
+def _failing_line(lines: list[str], first_line: int) -> int:
+    """The first line of a block that conllu cannot parse on its own (else the block's first)."""
+    for number, line in enumerate(lines, start=first_line):
+        if not line.startswith("#"):
+            try:
+                conllu.parse(line, fields=DEFAULT_FIELDS)
+            except _CONLLU_ERRORS:
+                return number
+    return first_line
+
+
+def find_split_file(treebank_dir: str | os.PathLike, split: str) -> Path:
+    """The `*-ud-{split}.conllu` (or `.conllu.gz`) file of a treebank directory."""
+    directory = existing_dir(treebank_dir, "treebank directory")
+    matches = sorted(directory.glob(f"*-ud-{split}.conllu")) + sorted(
+        directory.glob(f"*-ud-{split}.conllu.gz"))
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        names = ", ".join(p.name for p in matches)
+        raise ConvattError(f"several {split} files ({names}): expected one", directory)
+    found = sorted(p.name + ("/" if p.is_dir() else "") for p in directory.iterdir())
+    hint = ""
+    if any(name.startswith("UD_") for name in found):
+        hint = " (this looks like a folder of treebanks: give one UD_* directory)"
+    raise ConvattError(
+        f"no *-ud-{split}.conllu[.gz] file{hint}; found: {', '.join(found) or 'nothing'}",
+        directory,
+    )
+
+
+def read_ud(treebank_dir: str | os.PathLike) -> Corpus:
+    """Read a UD treebank directory (train, dev and test files) as a Corpus."""
+    files = {split: find_split_file(treebank_dir, split) for split in SPLITS}
+    return Corpus(treebank_name(treebank_dir), **{s: read_conllu(p) for s, p in files.items()})
+
+
+def list_treebanks(ud_dir: str | os.PathLike) -> list[Path]:
+    """The UD_* treebank directories of a UD release folder, sorted by name."""
+    directory = existing_dir(ud_dir, "UD directory")
+    treebanks = sorted(p for p in directory.iterdir() if p.is_dir() and p.name.startswith("UD_"))
+    if not treebanks:
+        raise ConvattError("no UD_* treebank directories found", directory)
+    return treebanks
+
+
+def treebank_name(treebank_dir: str | os.PathLike) -> str:
+    """The paper's name of a treebank: "UD_English-LinES" -> "English-LinES"."""
+    name = Path(treebank_dir).resolve().name
+    return name[3:] if name.startswith("UD_") else name

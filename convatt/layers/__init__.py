@@ -1,0 +1,27 @@
+"""Keras 3 layers of Dufter, Schmitt & Schütze (2020) and related position methods.
+
+Attention tensors use the layout `(batch, num_heads, query_len, key_len)`.
+"""
+from convatt.layers.alibi_bias import AlibiBias
+from convatt.layers.attention_conv1d import AttentionConv1D
+from convatt.layers.attention_conv2d import AttentionConv2D
+from convatt.layers.position_embedding import PositionEmbedding
+from convatt.layers.position_interaction import PositionInteraction
+from convatt.layers.relative_bias import RelativeBias
+from convatt.layers.relative_position_representation import RelativePositionRepresentation
+from convatt.layers.self_attention import SelfAttention
+from convatt.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from convatt.layers.temperature_dense import TemperatureDense
+
+__all__ = [
+    "AlibiBias",
+    "AttentionConv1D",
+    "AttentionConv2D",
+    "PositionEmbedding",
+    "PositionInteraction",
+    "RelativeBias",
+    "RelativePositionRepresentation",
+    "SelfAttention",
+    "SinusoidalPositionEncoding",
+    "TemperatureDense",
+]

@@ -1,0 +1,83 @@
+"""Private helpers shared by the layers of `convatt.layers`."""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import keras
+
+
+def _fans(shape: Sequence[int]) -> tuple[int, int]:
+    """Fan-in and fan-out of a weight shape, the way Keras initializers count them."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 0:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    receptive = math.prod(shape[:-2])
+    return shape[-2] * receptive, shape[-1] * receptive
+
+
+def per_head_initializer(
+    initializer: Any,
+    shape: Sequence[int],
+    per_head_shape: Sequence[int],
+    seed_offset: int = 0,
+) -> keras.initializers.Initializer:
+    """Initializer for a stacked weight that draws it as separate per-head weights.
+
+    The layers store the weights of all heads in one variable of `shape`, but the
+    paper's model has one variable per head of `per_head_shape`. A variance-scaling
+    initializer (glorot, he, lecun, ...) would see larger fans on the stacked shape;
+    this rescales it so every entry has the variance it would have in its own
+    per-head variable. Other initializers are returned unchanged.
+
+    `seed_offset` is added to an integer seed so that several weights built from
+    the same seeded initializer differ.
+    """
+    init = keras.initializers.get(initializer)
+    if not isinstance(init, keras.initializers.VarianceScaling):
+        return init
+    if getattr(init, "input_axes", None) is not None or getattr(init, "output_axes", None) is not None:
+        return init  # the user chose the fan axes explicitly
+    full_in, full_out = _fans(shape)
+    head_in, head_out = _fans(per_head_shape)
+    if init.mode == "fan_in":
+        ratio = max(1.0, full_in) / max(1.0, head_in)
+    elif init.mode == "fan_out":
+        ratio = max(1.0, full_out) / max(1.0, head_out)
+    else:
+        ratio = max(1.0, (full_in + full_out) / 2) / max(1.0, (head_in + head_out) / 2)
+    seed = init.get_config().get("seed")
+    if isinstance(seed, int):
+        seed += seed_offset
+    return keras.initializers.VarianceScaling(
+        scale=init.scale * ratio, mode=init.mode, distribution=init.distribution, seed=seed
+    )
+
+
+def check_scores_shape(
+    layer: str, shape: Sequence[int | None], num_heads: int | None = None, max_len: int | None = None
+) -> None:
+    """Validate the static part of an attention-scores shape `(b, heads, q, k)`."""
+    shape = tuple(shape)
+    if len(shape) != 4:
+        raise ValueError(
+            f"{layer} expects attention scores of shape "
+            f"(batch, num_heads, query_len, key_len); received shape {shape}."
+        )
+    if num_heads is not None and shape[1] is not None and shape[1] != num_heads:
+        raise ValueError(f"{layer} was built for num_heads={num_heads}; received scores of shape {shape}.")
+    if max_len is not None:
+        for name, size in (("query_len", shape[2]), ("key_len", shape[3])):
+            if size is not None and size > max_len:
+                raise ValueError(
+                    f"{layer} was built for max_len={max_len}; received {name}={size} (scores shape {shape})."
+                )
+
+
+def large_negative(dtype: str) -> float:
+    """A finite score that vanishes under softmax in `dtype` (no inf, so no NaN rows)."""
+    return -3e4 if keras.backend.standardize_dtype(dtype) == "float16" else -1e9

@@ -1,0 +1,76 @@
+"""Symmetric ALiBi attention biases (Press, Smith & Lewis, 2022)."""
+from __future__ import annotations
+
+import numpy as np
+import keras
+from keras import ops
+
+from convatt.layers._utils import check_scores_shape
+
+
+@keras.saving.register_keras_serializable(package="convatt")
+class AlibiBias(keras.layers.Layer):
+    """Adds the fixed linear distance penalty `-m_h * |i - j|` to attention scores.
+
+    Head `h = 1 .. n` of `n` heads has slope `m_h = 2^(-8h / n)` (for 4 heads:
+    1/4, 1/16, 1/64, 1/256). The bias is the bidirectional (symmetric) form of
+    ALiBi, as fits an encoder: `bias[h, i, j] = -m_h * |i - j|`. No weights; any
+    sequence length works. (For a number of heads that is not a power of two,
+    Press et al. interleave two geometric sequences; this layer always uses
+    `2^(-8h / n)`.)
+
+    Args:
+        num_heads: int. The number of attention heads.
+        **kwargs: other keyword arguments passed to `keras.layers.Layer`.
+
+    Call arguments:
+        attention_scores: tensor of shape
+            `(batch_size, num_heads, query_len, key_len)`.
+
+    Returns:
+        `attention_scores + bias`, same shape.
+
+    Example:
+    ```python
+    scores = np.zeros((2, 4, 10, 10), "float32")
+    biased = convatt.layers.AlibiBias(num_heads=4)(scores)
+    # biased[0, 0, 0, 3] == -3 / 4
+    ```
+
+    References:
+     - [Press, Smith & Lewis, 2022](https://arxiv.org/abs/2108.12409)
+    """
+
+    def __init__(self, num_heads: int, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+
+    @property
+    def slopes(self) -> np.ndarray:
+        """The per-head slopes `2^(-8h / n)`, `h = 1 .. n`."""
+        return 2.0 ** (-8.0 * np.arange(1, self.num_heads + 1) / self.num_heads)
+
+    def bias(self, query_len, key_len):
+        """The bias `(num_heads, query_len, key_len)`."""
+        distance = ops.abs(
+            ops.expand_dims(ops.arange(query_len), 1) - ops.expand_dims(ops.arange(key_len), 0)
+        )
+        slopes = ops.convert_to_tensor(self.slopes.reshape(-1, 1, 1), dtype=self.compute_dtype)
+        return -slopes * ops.cast(ops.expand_dims(distance, 0), self.compute_dtype)
+
+    def build(self, input_shape=None):
+        if input_shape is not None:
+            check_scores_shape(self.name, input_shape, self.num_heads)
+
+    def call(self, attention_scores):
+        check_scores_shape(self.name, attention_scores.shape, self.num_heads)
+        shape = ops.shape(attention_scores)
+        return attention_scores + self.bias(shape[-2], shape[-1])
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update({"num_heads": self.num_heads})
+        return config

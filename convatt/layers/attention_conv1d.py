@@ -1,0 +1,126 @@
+"""1-d convolution over an attention matrix (Dufter et al., 2020, §2.5)."""
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras import ops
+
+from convatt.layers._utils import check_scores_shape, per_head_initializer
+
+
+@keras.saving.register_keras_serializable(package="convatt")
+class AttentionConv1D(keras.layers.Layer):
+    """Per-head Conv1D over the query axis of an attention matrix ("+Conv").
+
+    For each head `h` the `(query_len, key_len)` matrix `sigma(A)` is treated as a
+    sequence of `query_len` steps whose `key_len` key columns are the channels,
+    and convolved with `max_len` filters of width `kernel_size` ('same' padding,
+    bias, `activation`), exactly as `keras.layers.Conv1D(max_len, kernel_size,
+    padding="same")` would (a cross-correlation: for width 3,
+    `out[i] = sum_t K[t] x[i + t - 1]`). For `key_len < max_len` the input and
+    output channel dimensions of the kernel (and the bias) are cut to `key_len`,
+    so the output has the input's shape. The paper applies it to the
+    post-softmax attention and does not renormalise the result.
+
+    All heads are computed at once: the padded input is stacked into
+    `kernel_size` shifted windows and contracted with the
+    `(head, tap, in, out)` kernel in one einsum.
+
+    Args:
+        max_len: int. The longest query / key length (= number of filters).
+        num_heads: int. The number of attention heads.
+        kernel_size: int. Filter width. Defaults to 3.
+        activation: activation applied after the bias. Defaults to `"relu"`.
+        kernel_initializer: initializer of each head's kernel, applied as to a
+            Keras Conv1D kernel `(kernel_size, max_len, max_len)` per head.
+            Defaults to `"glorot_uniform"` (the Conv1D default).
+        bias_initializer: Defaults to `"zeros"`.
+        **kwargs: other keyword arguments passed to `keras.layers.Layer`.
+
+    Call arguments:
+        attention: tensor of shape `(batch_size, num_heads, query_len, key_len)`
+            with `query_len, key_len <= max_len`.
+
+    Returns:
+        The convolved attention, same shape.
+
+    Weights (in this order):
+        `kernel` `(num_heads, kernel_size, max_len, max_len)` indexed
+        `[head, tap, in, out]`; `bias` `(num_heads, max_len)`.
+        `num_heads * (kernel_size * max_len**2 + max_len)` parameters.
+
+    Example:
+    ```python
+    attention = keras.ops.softmax(np.random.rand(2, 4, 60, 60), axis=-1)
+    layer = convatt.layers.AttentionConv1D(max_len=60, num_heads=4)
+    out = layer(attention)  # (2, 4, 60, 60); 43,440 parameters
+    ```
+
+    References:
+     - [Dufter, Schmitt & Schütze, 2020](https://aclanthology.org/2020.coling-main.324/)
+    """
+
+    def __init__(
+        self,
+        max_len: int,
+        num_heads: int,
+        kernel_size: int = 3,
+        activation: Any = "relu",
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.max_len = int(max_len)
+        self.num_heads = int(num_heads)
+        self.kernel_size = int(kernel_size)
+        if self.kernel_size < 1:
+            raise ValueError(f"kernel_size must be >= 1; received {kernel_size}.")
+        self.activation = keras.activations.get(activation)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+    def build(self, input_shape=None):
+        if input_shape is not None:
+            check_scores_shape(self.name, input_shape, self.num_heads, self.max_len)
+        shape = (self.num_heads, self.kernel_size, self.max_len, self.max_len)
+        self.kernel = self.add_weight(
+            name="kernel", shape=shape, initializer=per_head_initializer(self.kernel_initializer, shape, shape[1:])
+        )
+        self.bias = self.add_weight(
+            name="bias", shape=(self.num_heads, self.max_len), initializer=self.bias_initializer
+        )
+
+    def call(self, attention):
+        check_scores_shape(self.name, attention.shape, self.num_heads, self.max_len)
+        shape = ops.shape(attention)
+        query_len, key_len = shape[-2], shape[-1]
+        # 'same' padding as Keras / TF: the extra pad of an even width goes at the end.
+        before = (self.kernel_size - 1) // 2
+        after = self.kernel_size - 1 - before
+        padded = ops.pad(attention, [[0, 0], [0, 0], [before, after], [0, 0]])
+        windows = ops.stack(
+            [padded[:, :, tap : tap + query_len, :] for tap in range(self.kernel_size)], axis=2
+        )  # (batch, head, tap, query, key)
+        kernel = self.kernel[:, :, :key_len, :key_len]
+        outputs = ops.einsum("bhtqc,htco->bhqo", windows, kernel)
+        outputs = outputs + ops.expand_dims(self.bias[:, :key_len], 1)
+        return self.activation(outputs)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            {
+                "max_len": self.max_len,
+                "num_heads": self.num_heads,
+                "kernel_size": self.kernel_size,
+                "activation": keras.activations.serialize(self.activation),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

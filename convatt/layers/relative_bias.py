@@ -1,0 +1,79 @@
+"""Learnable relative position biases A^r (Dufter et al., 2020, §2.3)."""
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from convatt.layers._utils import check_scores_shape, per_head_initializer
+
+
+@keras.saving.register_keras_serializable(package="convatt")
+class RelativeBias(keras.layers.Layer):
+    """Adds a learnable bias per head and relative offset to attention scores.
+
+    This is the "+R" modification of Dufter, Schmitt & Schütze (2020):
+    `A^r[h, i, j] = a^r[h, i - j + max_len]` with a vector `a^r[h]` of `2 * max_len`
+    learnable scalars per head (offsets `i - j` in `[1 - max_len, max_len - 1]` use
+    entries `1 .. 2 * max_len - 1`; entry 0 is never read, kept so the parameter
+    count is the paper's `2t`). Not shared across heads. Initialised glorot-normal
+    as if each head's `(2 * max_len,)` vector were its own variable.
+
+    Args:
+        max_len: int. The longest query / key length the layer supports.
+        num_heads: int. The number of attention heads.
+        **kwargs: other keyword arguments passed to `keras.layers.Layer`.
+
+    Call arguments:
+        attention_scores: tensor of shape
+            `(batch_size, num_heads, query_len, key_len)` with
+            `query_len, key_len <= max_len`.
+
+    Returns:
+        `attention_scores + A^r`, same shape.
+
+    Weights:
+        `biases`: `(num_heads, 2 * max_len)`, `a^r`.
+
+    Example:
+    ```python
+    scores = np.zeros((2, 4, 10, 10), "float32")
+    layer = convatt.layers.RelativeBias(max_len=60, num_heads=4)
+    biased = layer(scores)  # (2, 4, 10, 10)
+    ```
+
+    References:
+     - [Dufter, Schmitt & Schütze, 2020](https://aclanthology.org/2020.coling-main.324/)
+    """
+
+    def __init__(self, max_len: int, num_heads: int, **kwargs):
+        super().__init__(**kwargs)
+        self.max_len = int(max_len)
+        self.num_heads = int(num_heads)
+
+    def build(self, input_shape=None):
+        if input_shape is not None:
+            check_scores_shape(self.name, input_shape, self.num_heads, self.max_len)
+        shape = (self.num_heads, 2 * self.max_len)
+        self.biases = self.add_weight(
+            name="biases",
+            shape=shape,
+            initializer=per_head_initializer("glorot_normal", shape, shape[1:]),
+        )
+
+    def relative_matrix(self, query_len, key_len):
+        """`A^r[:, :query_len, :key_len]`, shape `(num_heads, query_len, key_len)`."""
+        offsets = ops.expand_dims(ops.arange(query_len), 1) - ops.expand_dims(ops.arange(key_len), 0)
+        return ops.take(self.biases, offsets + self.max_len, axis=1)
+
+    def call(self, attention_scores):
+        check_scores_shape(self.name, attention_scores.shape, self.num_heads, self.max_len)
+        shape = ops.shape(attention_scores)
+        return attention_scores + self.relative_matrix(shape[-2], shape[-1])
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update({"max_len": self.max_len, "num_heads": self.num_heads})
+        return config

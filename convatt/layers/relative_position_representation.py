@@ -1,0 +1,121 @@
+"""Relative position representations (Shaw, Uszkoreit & Vaswani, 2018)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="convatt")
+class RelativePositionRepresentation(keras.layers.Layer):
+    """Learned key and value vectors per clipped relative distance (Shaw et al.).
+
+    For query position `i` and key position `j` the edge vectors are
+    `a^K_ij = w^K[clip(j - i, k)]` and `a^V_ij = w^V[clip(j - i, k)]` with
+    `clip(x, k) = max(-k, min(k, x))` (eqs. 3-4 and §3.2); they are shared by all
+    heads. The layer uses the paper's efficient split (§3.3, eq. 5): the scores
+    get the second term `(x_i W^Q)(a^K_ij)^T / sqrt(d_z)` added, computed as one
+    batched product per query position instead of materialising the
+    `(b, h, n, n, d)` tensor, and the outputs get `sum_j alpha_ij a^V_ij` added
+    (the second half of eq. 3), through `value_term`. `SelfAttention` calls it
+    with `relative_position_representation=k`.
+
+    Args:
+        max_distance: int. The clipping distance `k` (>= 0); `2k + 1` distinct
+            relative positions are learned.
+        head_dim: int. The width `d_z = d_a` of a head's keys and values.
+        embeddings_initializer: initializer of `w^K` and `w^V`. Defaults to
+            `"glorot_uniform"`.
+        **kwargs: other keyword arguments passed to `keras.layers.Layer`.
+
+    Call arguments:
+        attention_scores: tensor `(batch_size, num_heads, query_len, key_len)`,
+            the scaled first term of eq. 5.
+        query: tensor `(batch_size, query_len, num_heads, head_dim)`, the
+            projected queries `x_i W^Q`.
+
+    Returns:
+        The scores with the relative key term added, same shape as
+        `attention_scores`.
+
+    Other methods:
+        `value_term(attention)`: `attention` `(b, h, q, k)` ->
+        `sum_j attention[..., i, j] a^V_ij`, shape `(b, q, h, head_dim)`.
+        `relative_embeddings(query_len, key_len)`: `(a^K, a^V)`, each
+        `(query_len, key_len, head_dim)`.
+
+    Weights (in this order):
+        `key_embeddings` `(2k + 1, head_dim)` (`w^K_{-k} .. w^K_k`),
+        `value_embeddings` `(2k + 1, head_dim)`.
+
+    Example:
+    ```python
+    rpr = convatt.layers.RelativePositionRepresentation(max_distance=4, head_dim=8)
+    query = np.random.rand(2, 10, 3, 8).astype("float32")   # (b, t, h, d)
+    scores = np.zeros((2, 3, 10, 10), "float32")
+    scores = rpr(scores, query)
+    attention = keras.ops.softmax(scores, axis=-1)
+    extra = rpr.value_term(attention)  # (2, 10, 3, 8), add to attention @ V
+    ```
+
+    References:
+     - [Shaw, Uszkoreit & Vaswani, 2018](https://arxiv.org/abs/1803.02155)
+    """
+
+    def __init__(self, max_distance: int, head_dim: int, embeddings_initializer: Any = "glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.max_distance = int(max_distance)
+        if self.max_distance < 0:
+            raise ValueError(f"max_distance must be >= 0; received {max_distance}.")
+        self.head_dim = int(head_dim)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+
+    def build(self, attention_scores_shape=None, query_shape=None):
+        if query_shape is not None and query_shape[-1] is not None and query_shape[-1] != self.head_dim:
+            raise ValueError(f"{self.name} was built for head_dim={self.head_dim}; received query shape {query_shape}.")
+        shape = (2 * self.max_distance + 1, self.head_dim)
+        self.key_embeddings = self.add_weight(name="key_embeddings", shape=shape, initializer=self.embeddings_initializer)
+        self.value_embeddings = self.add_weight(
+            name="value_embeddings", shape=shape, initializer=self.embeddings_initializer
+        )
+
+    def relative_indices(self, query_len, key_len):
+        """`clip(j - i, k) + k`, shape `(query_len, key_len)`: rows of the tables."""
+        distance = ops.expand_dims(ops.arange(key_len), 0) - ops.expand_dims(ops.arange(query_len), 1)
+        return ops.clip(distance, -self.max_distance, self.max_distance) + self.max_distance
+
+    def relative_embeddings(self, query_len, key_len):
+        """`(a^K, a^V)`, each `(query_len, key_len, head_dim)`."""
+        indices = self.relative_indices(query_len, key_len)
+        return ops.take(self.key_embeddings, indices, axis=0), ops.take(self.value_embeddings, indices, axis=0)
+
+    def call(self, attention_scores, query):
+        shape = ops.shape(attention_scores)
+        indices = self.relative_indices(shape[-2], shape[-1])
+        a_key = ops.take(self.key_embeddings, indices, axis=0)  # (q, k, d)
+        # One (b*h, d) x (d, k) product per query position i (eq. 5, second term).
+        key_term = ops.einsum("bqhd,qkd->bhqk", query, a_key)
+        return attention_scores + key_term * ops.cast(1.0 / math.sqrt(self.head_dim), key_term.dtype)
+
+    def value_term(self, attention):
+        """`sum_j attention_ij a^V_ij`: `(b, h, q, k)` -> `(b, q, h, head_dim)`."""
+        shape = ops.shape(attention)
+        indices = self.relative_indices(shape[-2], shape[-1])
+        a_value = ops.take(self.value_embeddings, indices, axis=0)  # (q, k, d)
+        return ops.einsum("bhqk,qkd->bqhd", attention, a_value)
+
+    def compute_output_shape(self, attention_scores_shape, query_shape=None):
+        return tuple(attention_scores_shape)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            {
+                "max_distance": self.max_distance,
+                "head_dim": self.head_dim,
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,285 @@
+"""Multi-head self-attention with the modifications of Dufter et al. (2020)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import keras
+from keras import ops
+
+from convatt.layers._utils import large_negative, per_head_initializer
+from convatt.layers.alibi_bias import AlibiBias
+from convatt.layers.attention_conv1d import AttentionConv1D
+from convatt.layers.attention_conv2d import AttentionConv2D
+from convatt.layers.position_interaction import PositionInteraction
+from convatt.layers.relative_bias import RelativeBias
+from convatt.layers.relative_position_representation import RelativePositionRepresentation
+
+_CONVS = (None, "1d", "2d")
+
+
+@keras.saving.register_keras_serializable(package="convatt")
+class SelfAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product self-attention, optionally modified.
+
+    Per head `h`: `A = (X W_q)(X W_k)^T / sqrt(head_dim)`, then optionally
+    `+ A^p` (`position_interaction`), `+ A^r` (`relative_bias`), Shaw et al.'s
+    relative key term (`relative_position_representation`) and ALiBi biases
+    (`alibi`); softmax over the keys; optionally a 1-d / 2-d convolution of the
+    attention matrix (`attention_conv`, not renormalised);
+    `Z = attention (X W_v)` (plus Shaw et al.'s relative value term). The heads'
+    `Z` are concatenated. There is no output projection and no residual
+    connection (the caller adds them), as in the paper's tagger.
+
+    With `temperature=True` each of `W_q, W_k, W_v` of each head is multiplied
+    by its own learnable scalar, initialised to 1 (§2.4).
+
+    Masking is off unless a mask is given (the paper has none). A Keras mask
+    `(batch, t)` (e.g. from `Embedding(mask_zero=True)`) masks both keys and
+    queries; an explicit `attention_mask` masks keys (`(batch, t)`) or
+    query-key pairs (`(batch, t, t)`). Masked pairs get a large negative score
+    before the softmax and are set to 0 in the attention (after the
+    convolution too), so padded keys never contribute and padded queries give
+    zero outputs. The Keras mask is passed on to the output.
+
+    Args:
+        num_heads: int. Number of heads.
+        head_dim: int. Width `d_h` of each head's queries, keys and values; the
+            output width is `num_heads * head_dim`.
+        max_len: int or None. Longest sequence; required by
+            `position_interaction`, `relative_bias` and `attention_conv="1d"`.
+            Shorter sequences are fine.
+        position_interaction: bool. Add learnable `A^p` (SAN+P).
+        relative_bias: bool. Add learnable relative biases `A^r` (SAN+R).
+        temperature: bool. Learnable scalar per projection matrix (+Temp).
+        attention_conv: `None`, `"1d"` (+Conv) or `"2d"` (+Conv2d).
+        conv_kernel_size: int. Filter width of `attention_conv`. Defaults to 3.
+        relative_position_representation: int or None. If set, Shaw et al.'s
+            relative position representations with this clipping distance `k`.
+        alibi: bool. Add symmetric ALiBi biases (Press et al.).
+        kernel_initializer: initializer of `W_q, W_k, W_v`, applied as to each
+            head's own `(input_dim, head_dim)` matrix. Defaults to
+            `"glorot_uniform"`.
+        **kwargs: other keyword arguments passed to `keras.layers.Layer`.
+
+    Call arguments:
+        inputs: tensor `(batch_size, t, input_dim)`.
+        mask: optional boolean Keras mask `(batch_size, t)`, passed
+            automatically by Keras.
+        attention_mask: optional boolean / 0-1 tensor, `(batch_size, t)` key
+            mask or `(batch_size, t, t)` query-key mask; 1 = attend.
+        return_attention_scores: bool. Also return the attention matrix.
+
+    Returns:
+        `(batch_size, t, num_heads * head_dim)`, or with
+        `return_attention_scores=True` the tuple `(output, attention)` where
+        `attention` `(batch_size, num_heads, t, t)` is the post-softmax
+        (post-convolution, if any) matrix.
+
+    Weights (in this order):
+        `query_kernel`, `key_kernel`, `value_kernel` each
+        `(input_dim, num_heads, head_dim)`; `temperature` `(3, num_heads)`
+        (rows q, k, v) if `temperature`; then the sublayers' weights:
+        `position_interaction/interactions`, `relative_bias/biases`,
+        `relative_position_representation/key_embeddings` and
+        `/value_embeddings`, `attention_conv/kernel` and `/bias`.
+
+    Example:
+    ```python
+    x = keras.Input((60, 364))
+    z = convatt.layers.SelfAttention(
+        num_heads=4, head_dim=91, max_len=60,
+        position_interaction=True, relative_bias=True, attention_conv="1d",
+    )(x)
+    y = keras.layers.Add()([x, z])  # the paper's residual
+    ```
+
+    References:
+     - [Dufter, Schmitt & Schütze, 2020](https://aclanthology.org/2020.coling-main.324/)
+     - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        head_dim: int,
+        max_len: int | None = None,
+        position_interaction: bool = False,
+        relative_bias: bool = False,
+        temperature: bool = False,
+        attention_conv: str | None = None,
+        conv_kernel_size: int = 3,
+        relative_position_representation: int | None = None,
+        alibi: bool = False,
+        kernel_initializer: Any = "glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if attention_conv not in _CONVS:
+            raise ValueError(f"attention_conv must be one of {_CONVS}; received {attention_conv!r}.")
+        needs_len = [
+            name
+            for name, used in (
+                ("position_interaction", position_interaction),
+                ("relative_bias", relative_bias),
+                ('attention_conv="1d"', attention_conv == "1d"),
+            )
+            if used
+        ]
+        if needs_len and max_len is None:
+            raise ValueError(f"SelfAttention needs `max_len` for {', '.join(needs_len)}.")
+        self.num_heads = int(num_heads)
+        self.head_dim = int(head_dim)
+        self.max_len = None if max_len is None else int(max_len)
+        self.position_interaction = bool(position_interaction)
+        self.relative_bias = bool(relative_bias)
+        self.temperature = bool(temperature)
+        self.attention_conv = attention_conv
+        self.conv_kernel_size = int(conv_kernel_size)
+        self.relative_position_representation = (
+            None if relative_position_representation is None else int(relative_position_representation)
+        )
+        self.alibi = bool(alibi)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+        # Sublayers, in the order their weights are listed.
+        h = self.num_heads
+        self._position_interaction = (
+            PositionInteraction(self.max_len, h, name="position_interaction") if self.position_interaction else None
+        )
+        self._relative_bias = RelativeBias(self.max_len, h, name="relative_bias") if self.relative_bias else None
+        self._relative_position = (
+            RelativePositionRepresentation(
+                self.relative_position_representation, self.head_dim, name="relative_position_representation"
+            )
+            if self.relative_position_representation is not None
+            else None
+        )
+        self._alibi = AlibiBias(h, name="alibi_bias") if self.alibi else None
+        if attention_conv == "1d":
+            self._conv = AttentionConv1D(self.max_len, h, kernel_size=self.conv_kernel_size, name="attention_conv")
+        elif attention_conv == "2d":
+            self._conv = AttentionConv2D(h, kernel_size=self.conv_kernel_size, name="attention_conv")
+        else:
+            self._conv = None
+
+    def build(self, input_shape):
+        if len(input_shape) != 3 or input_shape[-1] is None:
+            raise ValueError(
+                f"{self.name} expects inputs of shape (batch, t, input_dim) with a known input_dim; "
+                f"received {input_shape}."
+            )
+        t = input_shape[1]
+        if self.max_len is not None and t is not None and t > self.max_len:
+            raise ValueError(f"{self.name} was built for max_len={self.max_len}; received t={t}.")
+        input_dim = int(input_shape[-1])
+        shape = (input_dim, self.num_heads, self.head_dim)
+        for offset, name in enumerate(("query_kernel", "key_kernel", "value_kernel")):
+            init = per_head_initializer(self.kernel_initializer, shape, (input_dim, self.head_dim), seed_offset=offset)
+            setattr(self, name, self.add_weight(name=name, shape=shape, initializer=init))
+        if self.temperature:
+            self.temperature_weight = self.add_weight(
+                name="temperature", shape=(3, self.num_heads), initializer="ones"
+            )
+        scores_shape = (input_shape[0], self.num_heads, t, t)
+        for layer in (self._position_interaction, self._relative_bias, self._alibi, self._conv):
+            if layer is not None:
+                layer.build(scores_shape)
+        if self._relative_position is not None:
+            self._relative_position.build(scores_shape, (input_shape[0], t, self.num_heads, self.head_dim))
+
+    def _project(self, inputs, kernel, row: int):
+        projected = ops.einsum("btd,dhk->bthk", inputs, kernel)
+        if self.temperature:
+            projected = projected * ops.expand_dims(self.temperature_weight[row], -1)
+        return projected
+
+    def _attention_mask(self, mask, attention_mask):
+        """Combine the masks into a boolean `(b, 1, q, k)` tensor, or None."""
+        combined = None
+        if mask is not None:
+            mask = ops.cast(mask, "bool")
+            combined = ops.logical_and(mask[:, None, :, None], mask[:, None, None, :])
+        if attention_mask is not None:
+            attention_mask = ops.cast(attention_mask, "bool")
+            rank = len(attention_mask.shape)
+            if rank == 2:
+                attention_mask = attention_mask[:, None, None, :]
+            elif rank == 3:
+                attention_mask = attention_mask[:, None, :, :]
+            else:
+                raise ValueError(
+                    f"attention_mask must have shape (batch, t) or (batch, t, t); received {attention_mask.shape}."
+                )
+            combined = attention_mask if combined is None else ops.logical_and(combined, attention_mask)
+        return combined
+
+    def call(self, inputs, mask=None, attention_mask=None, return_attention_scores: bool = False):
+        query = self._project(inputs, self.query_kernel, 0)  # (b, t, h, d)
+        key = self._project(inputs, self.key_kernel, 1)
+        value = self._project(inputs, self.value_kernel, 2)
+
+        scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
+        scores = scores * ops.cast(1.0 / math.sqrt(self.head_dim), scores.dtype)
+        if self._position_interaction is not None:
+            scores = self._position_interaction(scores)
+        if self._relative_bias is not None:
+            scores = self._relative_bias(scores)
+        if self._relative_position is not None:
+            scores = self._relative_position(scores, query)
+        if self._alibi is not None:
+            scores = self._alibi(scores)
+
+        keep = self._attention_mask(mask, attention_mask)
+        if keep is not None:
+            scores = ops.where(keep, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
+        attention = ops.softmax(scores, axis=-1)
+        if keep is not None:  # also zeroes fully masked rows (uniform after the softmax)
+            attention = attention * ops.cast(keep, attention.dtype)
+        if self._conv is not None:
+            attention = self._conv(attention)
+            if keep is not None:
+                attention = attention * ops.cast(keep, attention.dtype)
+
+        outputs = ops.einsum("bhqk,bkhd->bqhd", attention, value)
+        if self._relative_position is not None:
+            outputs = outputs + self._relative_position.value_term(attention)
+        shape = ops.shape(outputs)
+        outputs = ops.reshape(outputs, (shape[0], shape[1], self.num_heads * self.head_dim))
+        if return_attention_scores:
+            return outputs, attention
+        return outputs
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[1], self.num_heads * self.head_dim)
+
+    def compute_output_spec(self, inputs, mask=None, attention_mask=None, return_attention_scores: bool = False):
+        output = keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        t = inputs.shape[1]
+        attention = keras.KerasTensor((inputs.shape[0], self.num_heads, t, t), dtype=self.compute_dtype)
+        return output, attention
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "head_dim": self.head_dim,
+                "max_len": self.max_len,
+                "position_interaction": self.position_interaction,
+                "relative_bias": self.relative_bias,
+                "temperature": self.temperature,
+                "attention_conv": self.attention_conv,
+                "conv_kernel_size": self.conv_kernel_size,
+                "relative_position_representation": self.relative_position_representation,
+                "alibi": self.alibi,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,122 @@
+"""The PoS tagger of the paper (Table 1a), built with the functional API.
+
+    words -> word embedding (+ position embedding, added or concatenated)
+    chars -> char embedding -> 3 x Conv1D(64, 5, relu, same) -> max over chars
+    h0 = concat(word part, char part)                      d_model = word (+64) + 64
+    h_{l+1} = h_l + SelfAttention(Dropout(0.1)(h_l))      4 layers, 4 heads
+    tags = Dense(n_labels, softmax)(concat(h0, h4))
+
+Per-layer modifications (REFERENCE.md): +P and +R in the first layer only; +Temp
+and +Conv/+Conv2d in every layer. The char CNN runs once per distinct char row of a
+batch (see `convatt.batching`), which gives the same result as running it per token.
+"""
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import layers, ops
+
+from convatt.layers import (
+    PositionEmbedding,
+    SelfAttention,
+    SinusoidalPositionEncoding,
+)
+from convatt.variants import TaggerConfig
+
+
+@keras.saving.register_keras_serializable(package="convatt")
+class GatherCharFeatures(keras.layers.Layer):
+    """features (n, f) or (b, k, f) and index (b, t) into the flattened rows -> (b, t, f)."""
+
+    def call(self, features, index):
+        flat = ops.reshape(features, (-1, ops.shape(features)[-1]))
+        return ops.take(flat, index, axis=0)
+
+    def compute_output_shape(self, features_shape, index_shape):
+        return tuple(index_shape) + (features_shape[-1],)
+
+
+def char_encoder(config: TaggerConfig, n_chars: int, char_rows):
+    """char_rows (b, k, t_char) -> (b * k, char_filters): embedding, CNN, max over chars."""
+    rows = ops.reshape(char_rows, (-1, config.max_word_len))
+    x = layers.Embedding(n_chars, config.char_dim, name="char_embedding")(rows)
+    for i in range(config.char_layers):
+        x = layers.Conv1D(config.char_filters, config.char_kernel_size, padding="same",
+                          activation="relu", name=f"char_conv_{i + 1}")(x)
+    return ops.max(x, axis=-2)
+
+
+def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int,
+                 word_vectors: np.ndarray | None = None, jit_compile: bool | str = "auto") -> keras.Model:
+    """Build and compile the tagger of one variant.
+
+    Args:
+        config: the architecture (`convatt.variants.make_config`).
+        n_words, n_chars, n_labels: vocabulary sizes, PAD and OOV included.
+        word_vectors: optional (n_words, word_dim) initial word embeddings.
+        jit_compile: passed to `Model.compile`.
+    """
+    spec, t, tc = config.spec, config.max_len, config.max_word_len
+    words = keras.Input((t,), dtype="int32", name="words")
+    char_rows = keras.Input((None, tc), dtype="int32", name="char_rows")
+    char_index = keras.Input((t,), dtype="int32", name="char_index")
+
+    word_embedding = layers.Embedding(n_words, config.word_dim, trainable=not config.pretrained_words,
+                                      name="word_embedding")
+    x = word_embedding(words)
+    if spec.position_embedding == "add":
+        x = layers.Add(name="add_position")([x, PositionEmbedding(t, name="position_embedding")(x)])
+    elif spec.position_embedding == "con":
+        positions = PositionEmbedding(t, output_dim=config.pe_con_dim, name="position_embedding")(x)
+        x = layers.Concatenate(name="concat_position")([x, positions])
+    elif spec.position_embedding == "sin-add":
+        x = SinusoidalPositionEncoding(name="sinusoidal_position")(x)
+
+    chars = GatherCharFeatures(name="char_features")(char_encoder(config, n_chars, char_rows), char_index)
+    h0 = layers.Concatenate(name="layer_0_input")([x, chars])
+
+    attention_mask = ops.not_equal(words, 0) if config.mask_padding else None
+    h = h0
+    for i in range(config.num_layers):
+        first = i == 0
+        attention = SelfAttention(
+            num_heads=config.num_heads,
+            head_dim=config.d_model // config.num_heads,
+            max_len=t,
+            position_interaction=spec.position_interaction and first,
+            relative_bias=spec.relative_bias and first,
+            temperature=spec.temperature,
+            attention_conv=spec.attention_conv,
+            relative_position_representation=config.shaw_clip if spec.shaw else None,
+            alibi=spec.alibi,
+            name=f"attention_{i + 1}",
+        )
+        z = layers.Dropout(config.dropout, name=f"dropout_{i + 1}")(h)
+        z = attention(z, attention_mask=attention_mask) if attention_mask is not None else attention(z)
+        h = layers.Add(name=f"residual_{i + 1}")([h, z])
+
+    out = layers.Concatenate(name="output_features")([h0, h])
+    tags = layers.Dense(n_labels, activation="softmax", name="tags")(out)
+    model = keras.Model({"words": words, "char_rows": char_rows, "char_index": char_index}, tags,
+                        name=f"tagger_{config.variant.replace('-', '_')}")
+    if word_vectors is not None:
+        if word_vectors.shape != (n_words, config.word_dim):
+            raise ValueError(f"word_vectors has shape {word_vectors.shape}, expected {(n_words, config.word_dim)}")
+        word_embedding.set_weights([word_vectors.astype("float32")])
+    compile_tagger(model, jit_compile)
+    return model
+
+
+def compile_tagger(model: keras.Model, jit_compile: bool | str = "auto") -> None:
+    """RMSprop with Keras defaults; cross-entropy weighted 0 on PAD (REFERENCE.md)."""
+    model.compile(
+        optimizer=keras.optimizers.RMSprop(),
+        loss="sparse_categorical_crossentropy",
+        weighted_metrics=["sparse_categorical_accuracy"],
+        jit_compile=jit_compile,
+    )
+
+
+def count_parameters(model: keras.Model) -> int:
+    """All weights, frozen word embeddings included (as Table 1c counts them)."""
+    return int(sum(np.prod(w.shape) for w in model.weights if "seed_generator" not in w.path))

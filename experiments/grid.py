@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""The experiment grid's lists, read from their single sources, for the Makefile.
+
+    python3 experiments/grid.py
+    paper:san,san-pe-con,... ud:san-pe-add,... positions:... treebanks:Afrikaans-AfriBooms,...
+
+- The variant lists are `PAPER_VARIANTS`, `UD_VARIANTS` and `POSITION_VARIANTS` of
+  `convatt/variants.py`. They are read with `ast`, not imported: the Makefile calls
+  this with the system Python before the virtual environment exists (and under
+  `make -n`), and importing the package could pull in Keras.
+- The treebanks are the rows of the paper's Table 2d,
+  `experiments/reference/paper_table2d_ud_per_treebank.csv` (47 of them).
+
+One line, `key:a,b,c` groups separated by spaces, so that one `$(shell ...)` call
+gives the Makefile everything (a Python start costs ~0.1 s through pyenv shims).
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS_PY = ROOT / "convatt" / "variants.py"
+TABLE_2D = ROOT / "experiments" / "reference" / "paper_table2d_ud_per_treebank.csv"
+LISTS = {"paper": "PAPER_VARIANTS", "ud": "UD_VARIANTS", "positions": "POSITION_VARIANTS"}
+
+
+def variant_lists(path: Path = VARIANTS_PY) -> dict[str, list[str]]:
+    """{"paper": [...], "ud": [...], "positions": [...]} from the module's list literals."""
+    found = {}
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found[node.targets[0].id] = node.value
+    lists = {}
+    for key, name in LISTS.items():
+        if name not in found:
+            raise SystemExit(f"grid.py: {path} has no {name} list")
+        lists[key] = list(ast.literal_eval(found[name]))
+    return lists
+
+
+def paper_treebanks(path: Path = TABLE_2D) -> list[str]:
+    """The paper's 47 UD treebanks, as Table 2d names them (e.g. "Ancient_Greek-PROIEL")."""
+    with path.open(newline="") as f:
+        return [row["treebank"] for row in csv.DictReader(f)]
+
+
+def main() -> int:
+    groups = {**variant_lists(), "treebanks": paper_treebanks()}
+    for key, values in groups.items():
+        bad = [v for v in values if not v or any(c in v for c in " ,:$#%")]
+        if bad:
+            raise SystemExit(f"grid.py: {key} has names make cannot carry: {bad}")
+    print(" ".join(f"{key}:{','.join(values)}" for key, values in groups.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Shared fixtures: the embedded corpora and a runs root made by real tiny training runs."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = Path(__file__).resolve().parent.parent
+PTB_SAMPLE = ROOT / "data" / "ptb-sample"
+UD_DIR = ROOT / "data" / "ud-2.2"
+LINES = UD_DIR / "UD_English-LinES"
+TINY_VARIANTS = ("san-pe-add", "san-pe-add-conv2d")
+TINY_SEEDS = (1, 2)
+
+
+def tiny_options(out: Path, variant: str = "san-pe-add", seed: int = 1, **changes):
+    from convatt.training import TrainOptions
+
+    base = dict(preset="ptb", variant=variant, seed=seed, data=str(PTB_SAMPLE), out=str(out),
+                epochs=2, limit=160, curve_every=2, jit_compile=False)
+    return TrainOptions(**{**base, **changes})
+
+
+def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[str]:
+    """The `convatt train` command line of `tiny_options` (same run, same results)."""
+    import sys
+
+    return [sys.executable, "-m", "convatt", "train", "--preset", "ptb", "--variant", variant,
+            "--seed", str(seed), "--data", str(PTB_SAMPLE), "--limit", "160", "--epochs", "2",
+            "--curve-every", "2", "--jit-compile", "off", "--out", str(out)]
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory) -> Path:
+    """A runs root `ptb/<variant>/seed<S>/` of real 2-epoch runs on 160 PTB-sample sentences."""
+    from convatt.training import train_run
+
+    root = tmp_path_factory.mktemp("runs")
+    for variant in TINY_VARIANTS:
+        for seed in TINY_SEEDS:
+            train_run(tiny_options(root / "ptb" / variant / f"seed{seed}", variant, seed), log=lambda s: None)
+    return root

@@ -1,0 +1,71 @@
+"""The benchmark: the fast tagger computes the straightforward port's function, and the
+benchmark runs end to end (no timing assertions)."""
+import re
+
+import keras
+import numpy as np
+import pytest
+
+from convatt.baseline import baseline_inputs, build_baseline, by_path, copy_weights_to_tagger, to_tagger_layout
+from convatt.batching import make_inputs
+from convatt.bench import run_benchmark, synthetic_batches
+from convatt.model import build_tagger, count_parameters
+from convatt.variants import make_config
+
+TINY = dict(word_dim=8, char_dim=4, char_filters=4, max_len=10, max_word_len=6)  # d_model 12, head_dim 3
+SIZES = (40, 12, 7)  # words, chars, labels
+VARIANTS = ["san-pe-add", "san-p-r", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d"]
+
+
+def _gradients(model, x, tags, weights):
+    """Gradients of the weighted loss wrt the trainable weights, by path (dropout off)."""
+    tf = pytest.importorskip("tensorflow")
+    loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    with tf.GradientTape() as tape:
+        loss = loss_fn(tags, model(x, training=False), sample_weight=weights)
+    grads = tape.gradient(loss, model.trainable_weights)
+    return {w.path: np.asarray(tf.convert_to_tensor(g)) for w, g in zip(model.trainable_weights, grads)}
+
+
+@pytest.mark.parametrize("preset", ["ud", "ptb"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_fast_tagger_matches_the_straightforward_port(variant, preset):
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the gradient check uses tf.GradientTape")
+    config = make_config(preset, variant, **TINY)
+    keras.utils.set_random_seed(0)
+    baseline = build_baseline(config, *SIZES)
+    tagger = build_tagger(config, *SIZES)
+    assert count_parameters(tagger) == count_parameters(baseline)
+    assert sum(np.prod(w.shape) for w in tagger.trainable_weights) == \
+        sum(np.prod(w.shape) for w in baseline.trainable_weights)
+    rng = np.random.default_rng(0)  # move every weight off its initial value (gammas 1, biases 0, ...)
+    for w in baseline.weights:
+        if "seed_generator" not in w.path:
+            w.assign(np.asarray(w) + rng.normal(0, 0.1, w.shape).astype("float32"))
+    copy_weights_to_tagger(baseline, tagger, config.num_heads)
+
+    words, chars, tags, weights = synthetic_batches(1, *SIZES, n_forms=60, batch_size=5, max_len=config.max_len,
+                                                    max_word_len=config.max_word_len, seed=1)[0]
+    x_fast, x_base = make_inputs(words, chars), baseline_inputs(words, chars)
+    assert x_fast["char_rows"].shape[1] < config.max_len  # the packing does dedupe
+    np.testing.assert_allclose(tagger.predict_on_batch(x_fast), baseline.predict_on_batch(x_base),
+                               rtol=1e-5, atol=1e-6)
+
+    fast = _gradients(tagger, x_fast, tags, weights)
+    base = _gradients(baseline, x_base, tags, weights)
+    expected = to_tagger_layout(by_path(baseline, base), tagger, config.num_heads)
+    assert sorted(expected) == sorted(fast)  # every trainable weight has its counterpart
+    for path, grad in fast.items():
+        scale = max(np.abs(expected[path]).max(), 1e-6)
+        np.testing.assert_allclose(grad / scale, expected[path] / scale, atol=1e-5, err_msg=path)
+
+
+def test_run_benchmark_prints_the_speedup_line():
+    lines = []
+    result = run_benchmark(preset="ud", variant="san-pe-add-conv", steps=2, warmup=1, batch_size=4,
+                           sizes=(40, 12, 7, 60), log=lines.append, **TINY)
+    assert re.fullmatch(r"speedup \d+\.\d\dx", lines[-1]), lines
+    assert any(line.startswith("baseline") and "tokens/s" in line for line in lines)
+    assert any(line.startswith("tagger") and "steps/s" in line for line in lines)
+    assert result["speedup"] > 0 and result["tagger"]["tokens_per_s"] > 0

@@ -1,0 +1,108 @@
+"""The tagger's architecture: Table 1c parameter counts, shapes, save/load."""
+import numpy as np
+import pandas as pd
+import pytest
+import keras
+
+from conftest import ROOT
+from convatt.batching import make_inputs
+from convatt.errors import ConvattError
+from convatt.model import build_tagger, count_parameters
+from convatt.variants import PAPER_VARIANTS, make_config
+
+PTB_SIZES = (20_002, 84, 47)  # REFERENCE.md: 20,000 words + PAD + OOV, 84 chars, 45 tags + PAD + OOV
+# Table 1c's rows: which variant adds the modification to which.
+TABLE_1C = {"+PE[add]": ("san-pe-add", "san"), "+P": ("san-p", "san"), "+R": ("san-r", "san"),
+            "+Temp": ("san-pe-add-temp", "san-pe-add"), "+Conv": ("san-pe-add-conv", "san-pe-add"),
+            "+Conv2d": ("san-pe-add-conv2d", "san-pe-add")}
+
+
+@pytest.fixture(scope="module")
+def ptb_counts():
+    return {v: count_parameters(build_tagger(make_config("ptb", v), *PTB_SIZES, jit_compile=False))
+            for v in PAPER_VARIANTS}
+
+
+def test_table_1c_parameter_counts(ptb_counts):
+    paper = pd.read_csv(ROOT / "experiments" / "reference" / "paper_table1c_parameters.csv")
+    paper = dict(zip(paper["model"], paper["parameters_ptb"]))
+    assert ptb_counts["san"] == paper["SAN"] == 7_691_823
+    for row, (variant, base) in TABLE_1C.items():
+        assert ptb_counts[variant] - ptb_counts[base] == paper[row], row
+
+
+def test_pe_con_widens_the_model(ptb_counts):
+    # PE[con]: 60 x 64 position table; d_model 428 instead of 364 in attention and output.
+    d0, d1 = 364, 428
+    expected = 60 * 64 + 4 * 3 * (d1 * d1 - d0 * d0) + 2 * (d1 - d0) * 47
+    assert ptb_counts["san-pe-con"] - ptb_counts["san"] == expected
+
+
+def test_ud_preset_sizes():
+    config = make_config("ud", "san-pe-add")
+    assert config.d_model == 192 and make_config("ud", "san-pe-con").d_model == 256
+    model = build_tagger(config, 1000, 50, 19, jit_compile=False)
+    word = model.get_layer("word_embedding")
+    assert word.trainable and word.embeddings.shape == (1000, 128)
+    assert not build_tagger(make_config("ptb", "san"), 100, 20, 10, jit_compile=False) \
+        .get_layer("word_embedding").trainable
+
+
+def _batch(rng, n=3, t=60, tc=20, n_words=50, n_chars=12, length=(5, 25)):
+    words = np.zeros((n, t), "int32")
+    chars = np.zeros((n, t, tc), "int32")
+    for i in range(n):
+        m = rng.integers(*length)
+        words[i, :m] = rng.integers(1, n_words, m)
+        chars[i, :m, : rng.integers(1, tc)] = rng.integers(1, n_chars)
+    return words, chars
+
+
+@pytest.mark.parametrize("variant", ["san-p-r", "san-pe-add-conv", "san-pe-con"])
+def test_deduplicated_chars_give_the_same_output(variant):
+    rng = np.random.default_rng(0)
+    model = build_tagger(make_config("ptb", variant), 50, 12, 9, jit_compile=False)
+    words, chars = _batch(rng)
+    packed, plain = make_inputs(words, chars, dedupe=True), make_inputs(words, chars, dedupe=False)
+    assert packed["char_rows"].shape[1] < plain["char_rows"].shape[1]
+    out = model.predict_on_batch(packed)
+    assert out.shape == (3, 60, 9)
+    np.testing.assert_allclose(out, model.predict_on_batch(plain), atol=1e-6)
+    np.testing.assert_allclose(out.sum(-1), 1.0, atol=1e-5)
+
+
+def test_word_vectors_are_loaded_and_checked():
+    config = make_config("ptb", "san")
+    vectors = np.random.default_rng(0).normal(size=(30, 300)).astype("float32")
+    model = build_tagger(config, 30, 10, 5, word_vectors=vectors, jit_compile=False)
+    np.testing.assert_array_equal(model.get_layer("word_embedding").get_weights()[0], vectors)
+    with pytest.raises(ValueError, match="shape"):
+        build_tagger(config, 31, 10, 5, word_vectors=vectors)
+
+
+def test_save_and_load_round_trip(tmp_path):
+    rng = np.random.default_rng(1)
+    model = build_tagger(make_config("ud", "san-pe-add-conv2d", mask_padding=True), 40, 12, 7, jit_compile=False)
+    x = make_inputs(*_batch(rng, n_words=40))
+    model.save(tmp_path / "m.keras")
+    again = keras.saving.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(model.predict_on_batch(x), again.predict_on_batch(x), atol=1e-6)
+
+
+def test_mask_padding_changes_attention_only_when_asked():
+    rng = np.random.default_rng(2)
+    words, chars = _batch(rng)
+    x = make_inputs(words, chars)
+    plain = build_tagger(make_config("ptb", "san-pe-add"), 50, 12, 9, jit_compile=False)
+    masked = build_tagger(make_config("ptb", "san-pe-add", mask_padding=True), 50, 12, 9, jit_compile=False)
+    masked.set_weights(plain.get_weights())
+    a, b = plain.predict_on_batch(x), masked.predict_on_batch(x)
+    real = words != 0
+    assert not np.allclose(a[real], b[real], atol=1e-4)  # pads no longer take part
+
+
+def test_unknown_names_suggest_the_nearest():
+    with pytest.raises(ConvattError, match="Did you mean 'san-pe-add-conv2d'"):
+        make_config("ptb", "san-pe-add-conv-2d")
+    with pytest.raises(ConvattError, match="Did you mean 'ud'"):
+        make_config("UD", "san")

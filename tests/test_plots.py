@@ -1,0 +1,112 @@
+"""convatt.plots: Table 2a and Figure 2 from the real tiny runs of the `tiny_runs` fixture."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from convatt import plots, results
+from convatt.variants import VARIANTS
+
+TINY_LABELS = {VARIANTS["san-pe-add"].label, VARIANTS["san-pe-add-conv2d"].label}
+
+
+def lines_by_label(ax) -> dict:
+    return {line.get_label(): line for line in ax.get_lines()}
+
+
+def seed_values(root: Path, variant: str, csv: str, x: str) -> pd.DataFrame:
+    """x -> dev accuracy (%) per seed, straight from the CSV files of `variant`'s runs."""
+    frames = []
+    for res in root.rglob("result.json"):
+        r = json.loads(res.read_text())
+        if r["variant"] == variant:
+            f = pd.read_csv(res.with_name(csv))
+            frames.append(f.set_index(x)["dev_accuracy"].rename(r["seed"]) * 100)
+    return pd.concat(frames, axis=1)
+
+
+def test_table2a_has_one_line_per_variant_with_the_mean_over_seeds(tiny_runs):
+    histories = results.load_histories(tiny_runs)
+    fig = plots.plot_epochs(histories, "ptb")
+    assert isinstance(fig, Figure)
+    (ax,) = fig.axes
+    lines = lines_by_label(ax)
+    assert set(lines) == TINY_LABELS and len(ax.get_lines()) == 2
+    assert len(ax.collections) == 2  # one band per variant
+    for variant in ("san-pe-add", "san-pe-add-conv2d"):
+        per_seed = seed_values(tiny_runs, variant, "history.csv", "epoch")
+        line = lines[VARIANTS[variant].label]
+        np.testing.assert_array_equal(line.get_xdata(), per_seed.index.to_numpy())
+        np.testing.assert_allclose(line.get_ydata(), per_seed.mean(axis=1).to_numpy())
+    assert ax.get_xlabel() == "epoch" and "dev accuracy" in ax.get_ylabel()
+
+
+def test_band_is_min_max_or_std_over_seeds(tiny_runs):
+    histories = results.load_histories(tiny_runs)
+    part = histories[histories["variant"] == "san-pe-add"]
+    per_seed = seed_values(tiny_runs, "san-pe-add", "history.csv", "epoch")
+    minmax = plots.aggregate(part, "epoch", band="minmax").set_index("epoch")
+    np.testing.assert_allclose(minmax["lo"], per_seed.min(axis=1))
+    np.testing.assert_allclose(minmax["hi"], per_seed.max(axis=1))
+    std = plots.aggregate(part, "epoch", band="std").set_index("epoch")
+    np.testing.assert_allclose(std["hi"] - std["mean"], np.std(per_seed.to_numpy(), axis=1))
+    with pytest.raises(Exception, match="unknown band"):
+        plots.aggregate(part, "epoch", band="iqr")
+
+
+def test_figure2_ptb_left_ud_right(tiny_runs):
+    curves = results.load_curves(tiny_runs)
+    fig = plots.figure2(curves)
+    left, right = fig.axes
+    assert set(lines_by_label(left)) == TINY_LABELS and len(left.get_lines()) == 2
+    for variant in ("san-pe-add", "san-pe-add-conv2d"):
+        per_seed = seed_values(tiny_runs, variant, "curve.csv", "step")
+        line = lines_by_label(left)[VARIANTS[variant].label]
+        np.testing.assert_array_equal(line.get_xdata(), per_seed.index.to_numpy())
+        np.testing.assert_allclose(line.get_ydata(), per_seed.mean(axis=1).to_numpy())
+    assert right.get_lines() == [] and "no finished UD runs" in [t.get_text() for t in right.texts]
+
+
+def test_ud_curves_are_averaged_over_treebanks_at_common_steps(tiny_runs, tmp_path):
+    # two UD "treebanks" cloned from the tiny runs; the second loses its last curve point
+    for res in tiny_runs.rglob("result.json"):
+        r = json.loads(res.read_text())
+        for tb in ("English-LinES", "English-GUM"):
+            dst = tmp_path / "ud" / f"UD_{tb}" / r["variant"] / f"seed{r['seed']}"
+            shutil.copytree(res.parent, dst, ignore=shutil.ignore_patterns("model.keras"))
+            (dst / "result.json").write_text(json.dumps({**r, "preset": "ud", "corpus": tb, "is_sample": False}))
+            curve = pd.read_csv(dst / "curve.csv")
+            if tb == "English-GUM":
+                curve = curve.iloc[:-1].assign(dev_accuracy=curve["dev_accuracy"] / 2)
+            curve.to_csv(dst / "curve.csv", index=False)
+    curves = results.load_curves(tmp_path)
+    ax = plots.figure2(curves).axes[1]
+    assert "2 treebanks" in ax.get_title()
+    line = lines_by_label(ax)[VARIANTS["san-pe-add"].label]
+    full = seed_values(tiny_runs, "san-pe-add", "curve.csv", "step").mean(axis=1)
+    common = full.index[:-1]
+    np.testing.assert_array_equal(line.get_xdata(), common.to_numpy())
+    np.testing.assert_allclose(line.get_ydata(), (full.loc[common] + full.loc[common] / 2).to_numpy() / 2)
+
+
+def test_write_plots_writes_valid_png_and_pdf(tiny_runs, tmp_path):
+    paths = plots.write_plots(tiny_runs, tmp_path / "out")
+    names = sorted(p.name for p in paths)
+    assert names == sorted(["table2a_ptb_dev_by_epoch.png", "table2a_ptb_dev_by_epoch.pdf",
+                            "figure2_dev_by_step.png", "figure2_dev_by_step.pdf"])
+    for path in paths:
+        data = path.read_bytes()
+        if path.suffix == ".png":
+            assert data[:8] == b"\x89PNG\r\n\x1a\n"
+            import matplotlib.image
+            height, width, _ = matplotlib.image.imread(path).shape
+            assert width > 500 and height > 300
+        else:
+            assert data[:5] == b"%PDF-" and data.rstrip().endswith(b"%%EOF")
+    assert not list((tmp_path / "out").glob(".tmp-*"))

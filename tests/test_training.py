@@ -1,0 +1,136 @@
+"""Real (tiny) training runs: they learn, write complete run directories, resume."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import keras
+import numpy as np
+import pytest
+
+from conftest import LINES, TINY_SEEDS, TINY_VARIANTS, tiny_command, tiny_options
+from convatt import training
+from convatt.data import load_corpus
+from convatt.errors import ConvattError
+from convatt.training import TrainOptions, train_run
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_tiny_ud_run_beats_the_majority_tag(tmp_path):
+    opts = TrainOptions(preset="ud", variant="san-pe-add-conv2d", seed=1, data=str(LINES),
+                        out=str(tmp_path / "run"), epochs=3, limit=320, curve_every=5, jit_compile=False)
+    result = train_run(opts, log=lambda s: None)
+    corpus = load_corpus("ud", LINES)
+    train_tags = Counter(tag for s in corpus.train[:320] for _, tag in s)
+    majority = train_tags.most_common(1)[0][0]
+    test_tokens = [tag for s in corpus.test[:320] for _, tag in s]
+    baseline = sum(tag == majority for tag in test_tokens) / len(test_tokens)
+    assert result["test"]["n_all"] == len(test_tokens)
+    assert result["test"]["all"] > baseline + 0.10, (result["test"]["all"], baseline)
+
+
+def test_run_directory_is_complete(tiny_runs):
+    for variant in TINY_VARIANTS:
+        for seed in TINY_SEEDS:
+            run = tiny_runs / "ptb" / variant / f"seed{seed}"
+            result = json.loads((run / "result.json").read_text())
+            assert (result["variant"], result["seed"], result["preset"]) == (variant, seed, "ptb")
+            assert result["is_sample"] and "not comparable" in result["corpus_note"]
+            assert result["epochs_run"] == 2 and 1 <= result["best_epoch"] <= 2
+            for split in ("dev", "test"):
+                r = result[split]
+                assert 0 <= r["all"] <= 1 and r["n_all"] > 0 and r["per_tag"]
+            history = read_csv(run / "history.csv")
+            assert [int(h["epoch"]) for h in history] == [1, 2]
+            best = max(float(h["dev_accuracy"]) for h in history)
+            assert result["dev"]["all"] == pytest.approx(best, abs=1e-6)  # best weights restored
+            curve = read_csv(run / "curve.csv")
+            assert [int(c["step"]) for c in curve] == [2, 4, 6, 8, 10]  # 5 batches/epoch
+            assert not (run / "checkpoint").exists() and not (run / ".lock").exists()
+            model = keras.saving.load_model(run / "model.keras")
+            assert model.count_params() == result["parameters"]
+
+
+def test_seeds_differ_and_a_finished_run_is_not_redone(tiny_runs, capsys):
+    a = json.loads((tiny_runs / "ptb/san-pe-add/seed1/result.json").read_text())
+    b = json.loads((tiny_runs / "ptb/san-pe-add/seed2/result.json").read_text())
+    assert a["dev"]["all"] != b["dev"]["all"]
+    before = os.path.getmtime(tiny_runs / "ptb/san-pe-add/seed1/result.json")
+    again = train_run(tiny_options(tiny_runs / "ptb/san-pe-add/seed1"), log=print)
+    assert again == a and "nothing to do" in capsys.readouterr().out
+    assert os.path.getmtime(tiny_runs / "ptb/san-pe-add/seed1/result.json") == before
+
+
+def test_a_directory_holding_another_run_is_refused(tiny_runs):
+    with pytest.raises(ConvattError, match=r"different run \(seed: 1 -> 3\)"):
+        train_run(tiny_options(tiny_runs / "ptb/san-pe-add/seed1", seed=3))
+
+
+def test_a_live_lock_is_refused(tmp_path):
+    (tmp_path / ".lock").write_text(f"{os.uname().nodename} {os.getpid()}")
+    with pytest.raises(ConvattError, match="another process"):
+        train_run(tiny_options(tmp_path), log=lambda s: None)
+
+
+def test_nan_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
+    build = training.build_tagger
+
+    def poisoned(*args, **kwargs):
+        model = build(*args, **kwargs)
+        kernel = model.get_layer("tags").kernel
+        kernel.assign(np.full(kernel.shape, np.nan, "float32"))
+        return model
+
+    monkeypatch.setattr(training, "build_tagger", poisoned)
+    with pytest.raises(ConvattError, match=r"loss became nan at epoch 1, batch 1: training diverged"):
+        train_run(tiny_options(tmp_path / "run"), log=lambda s: None)
+    assert not (tmp_path / "run" / "result.json").exists()
+    assert not (tmp_path / "run" / ".lock").exists()
+
+
+def _start(out):
+    return subprocess.Popen(tiny_command(out), env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path, tiny_runs):
+    reference = tiny_runs / "ptb" / "san-pe-add" / "seed1"  # the same run, never interrupted
+    run = tmp_path / "interrupted"
+    proc = _start(run)
+    for line in proc.stdout:  # power loss in the middle of epoch 2
+        if line.startswith("epoch 2/2  batch 1/"):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (run / "result.json").exists()
+    assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 1
+
+    resumed = subprocess.run(tiny_command(run), check=True, capture_output=True, text=True)
+    assert "resuming from epoch 1" in resumed.stdout
+    drop = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+    for name in ("history.csv", "curve.csv"):
+        assert drop(read_csv(run / name)) == drop(read_csv(reference / name)), name
+    a, b = (json.loads((d / "result.json").read_text()) for d in (reference, run))
+    a.pop("wall_seconds"), b.pop("wall_seconds")
+    assert a == b
+
+
+def test_sigterm_leaves_a_resumable_directory(tmp_path):
+    run = tmp_path / "run"
+    proc = _start(run)
+    for line in proc.stdout:
+        if line.startswith("epoch 1/2  batch 1/"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "rerun the same command to resume" in out
+    assert not (run / ".lock").exists() and not (run / "result.json").exists()
