@@ -4,7 +4,8 @@ It has the same mathematics and parameter count as `convatt.model.build_tagger`,
 the structure of a direct port of the original code:
 
 - the char CNN runs on every token position, padding included: Embedding on
-  (b, t, t_char), then TimeDistributed(Conv1D) x 3 and a max over the chars;
+  (b, t, t_char), then TimeDistributed(Conv1D) x 3 and a max over the chars
+  (Keras 3's TimeDistributed calls the Conv1D once per token position, t times);
 - every head is its own set of layers: Dense(head_dim, use_bias=False) (or
   TemperatureDense for +Temp) for q, k and v, and PositionInteraction /
   RelativeBias / AttentionConv1D / AttentionConv2D built with num_heads=1;

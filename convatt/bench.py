@@ -1,11 +1,12 @@
 """`convatt bench`: training throughput of the tagger against a straightforward port.
 
-Both models train on the same synthetic batches in one process, one
-`train_on_batch` per batch as `convatt train` does, with each model's input
-preparation inside the timed step (the tagger's char packing, `make_inputs`;
-plain arrays for the baseline, `convatt.baseline`). The first steps of each model
-and any step with a new input shape (tracing, compilation) are not timed; the
-figures are medians over the timed steps. The last line is `speedup N.NNx`.
+Both models train on the same synthetic PTB-like batches in one process, one
+`train_on_batch` per batch as `convatt train` does, each model's input preparation
+included in the timed step (the tagger's char packing `make_inputs`; plain arrays
+for the baseline of `convatt.baseline`). Warm-up steps and one step per new input
+shape (tracing, compilation) are not timed; the timed steps of the two models are
+interleaved and their medians reported. tokens/s counts non-PAD tokens. The last
+line is `speedup N.NNx` (baseline step time / tagger step time).
 """
 from __future__ import annotations
 
@@ -69,8 +70,8 @@ def _time_steps(models: dict, warmup: list, timed: list) -> dict[str, np.ndarray
     """Per model, rows (step seconds, input seconds) of one step per `timed` batch.
 
     Untimed first: the `warmup` batches, then one batch of each input shape of the
-    timed ones not seen yet (tracing). The timed steps of the models are
-    interleaved, so a change in the machine's load hits both alike."""
+    timed ones not seen yet. The timed steps of the models alternate, so a change
+    in the machine's load hits both alike."""
     for model, prepare in models.values():
         seen = set()
         for i, batch in enumerate(warmup + timed):

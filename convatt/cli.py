@@ -48,6 +48,9 @@ def cmd_params(args) -> None:
 
 
 def cmd_train(args) -> None:
+    from convatt.variants import make_config
+
+    make_config(args.preset, args.variant)  # fail on a misspelt name before loading Keras
     from convatt.training import TrainOptions, train_run
 
     data = args.data or DEFAULT_DATA[args.preset]

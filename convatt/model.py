@@ -8,7 +8,9 @@
 
 Per-layer modifications (REFERENCE.md): +P and +R in the first layer only; +Temp
 and +Conv/+Conv2d in every layer. The char CNN runs once per distinct char row of a
-batch (see `convatt.batching`), which gives the same result as running it per token.
+batch (see `convatt.batching`), which gives the same result as running it per token:
+a PTB batch of 32 x 60 token positions has ~450 distinct rows, so the CNN does a
+quarter of the work. `convatt bench` compares the speed with a straightforward port.
 """
 from __future__ import annotations
 
@@ -54,7 +56,9 @@ def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int
         config: the architecture (`convatt.variants.make_config`).
         n_words, n_chars, n_labels: vocabulary sizes, PAD and OOV included.
         word_vectors: optional (n_words, word_dim) initial word embeddings.
-        jit_compile: passed to `Model.compile`.
+        jit_compile: passed to `Model.compile`. The default "auto" lets Keras choose:
+            no XLA with TensorFlow on a CPU-only machine (XLA made a training step
+            about 10x slower on a 2-core CPU, `convatt bench`), XLA on a GPU and on JAX.
     """
     spec, t, tc = config.spec, config.max_len, config.max_word_len
     words = keras.Input((t,), dtype="int32", name="words")

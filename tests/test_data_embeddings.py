@@ -13,7 +13,9 @@ ROWS = {"the": [0.1, 0.2, 0.3, 0.4], ",": [1.0, -1.0, 0.5, 0.25], "dog": [2.0, 2
 
 
 def write_vec(path, rows=ROWS, dim=4):
-    lines = [f"{len(rows)} {dim}"] + [f"{w} " + " ".join(map(str, v)) + " " for w, v in rows.items()]
+    lines = [f"{len(rows)} {dim}"]
+    # rows end with a space, as in fastText files
+    lines += [f"{w} " + " ".join(map(str, v)) + " " for w, v in rows.items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -29,7 +31,8 @@ def test_vec_rows_limit_and_random_rows(tmp_path):
     for word in ("the", ",", "dog"):
         np.testing.assert_array_equal(matrix[VOCAB.encode(word)], np.float32(ROWS[word]))
     assert not matrix[0].any()  # PAD
-    random_rows = matrix[[1, VOCAB.encode("cat"), VOCAB.encode("unseen")]]  # OOV, past limit, absent
+    # <OOV>, a word past the limit, a word not in the file
+    random_rows = matrix[[1, VOCAB.encode("cat"), VOCAB.encode("unseen")]]
     assert ((random_rows >= -0.05) & (random_rows < 0.05)).all() and random_rows.std() > 0
     again, _ = load_word_vectors(path, VOCAB, dim=4, limit=3)
     np.testing.assert_array_equal(matrix, again)  # seeded

@@ -86,7 +86,7 @@ def test_parameter_counts_and_shapes(layer, input_shape, expected):
 
 
 def test_conv1d_parameters_per_head():
-    layer = AttentionConv1D(60, 1)
+    layer = AttentionConv1D(60, 1, kernel_initializer="zeros")
     layer.build((None, 1, 60, 60))
     assert layer.count_params() == 10_860 == 60 * 60 * 3 + 60
     layer = AttentionConv1D(60, 4)
@@ -98,16 +98,16 @@ def test_conv1d_parameters_per_head():
 # ---------------------------------------------------------------- position interactions / biases
 
 
-@pytest.mark.parametrize("q, k", [(6, 6), (3, 5), (6, 2)])
+@pytest.mark.parametrize("q, k", [(8, 8), (3, 5), (8, 2)])
 def test_position_interaction_matches_numpy(q, k):
     rng = np.random.default_rng(0)
-    layer = PositionInteraction(max_len=6, num_heads=3)
-    layer.build((None, 3, 6, 6))
+    layer = PositionInteraction(max_len=8, num_heads=2)
+    layer.build((None, 2, 8, 8))
     (ap,) = random_weights(layer, rng)
-    scores = rng.normal(size=(2, 3, q, k))
+    scores = rng.normal(size=(2, 2, q, k))
     expected = np.empty_like(scores)
     for b in range(2):
-        for h in range(3):
+        for h in range(2):
             for i in range(q):
                 for j in range(k):
                     expected[b, h, i, j] = scores[b, h, i, j] + ap[h, i, j]
@@ -115,10 +115,10 @@ def test_position_interaction_matches_numpy(q, k):
     np.testing.assert_allclose(out, expected, atol=ATOL)
 
 
-@pytest.mark.parametrize("q, k", [(5, 5), (2, 5), (5, 3)])
+@pytest.mark.parametrize("q, k", [(8, 8), (2, 5), (5, 3)])
 def test_relative_bias_matches_numpy(q, k):
     rng = np.random.default_rng(1)
-    max_len = 5
+    max_len = 8
     layer = RelativeBias(max_len=max_len, num_heads=2)
     layer.build((None, 2, max_len, max_len))
     (ar,) = random_weights(layer, rng)
@@ -134,13 +134,14 @@ def test_relative_bias_matches_numpy(q, k):
 
 
 def test_relative_bias_is_a_function_of_the_offset_only():
-    layer = RelativeBias(max_len=7, num_heads=1)
-    layer.build((None, 1, 7, 7))
-    layer.set_weights([np.arange(14, dtype="float32")[None]])
-    ar = keras.ops.convert_to_numpy(layer(np.zeros((1, 1, 7, 7), "float32")))[0, 0]
-    i, j = np.indices((7, 7))
-    np.testing.assert_array_equal(ar, i - j + 7)  # a Toeplitz matrix, entries 1 .. 13; 0 unused
-    assert ar.min() == 1 and ar.max() == 13
+    layer = RelativeBias(max_len=8, num_heads=2)
+    layer.build((None, 2, 8, 8))
+    layer.set_weights([np.stack([np.arange(16), -np.arange(16)]).astype("float32")])
+    ar = keras.ops.convert_to_numpy(layer(np.zeros((1, 2, 8, 8), "float32")))[0]
+    i, j = np.indices((8, 8))
+    np.testing.assert_array_equal(ar[0], i - j + 8)  # a Toeplitz matrix, entries 1 .. 15; 0 unused
+    np.testing.assert_array_equal(ar[1], -(i - j + 8))
+    assert ar[0].min() == 1 and ar[0].max() == 15
 
 
 def test_position_layers_reject_long_sequences_and_wrong_heads():
@@ -186,7 +187,7 @@ def test_initialisation_is_per_head_glorot():
 @pytest.mark.parametrize("use_bias", [False, True])
 def test_temperature_dense_matches_numpy(use_bias):
     rng = np.random.default_rng(2)
-    layer = TemperatureDense(4, use_bias=use_bias)
+    layer = TemperatureDense(4, use_bias=use_bias, kernel_initializer="zeros")
     layer.build((None, 3, 6))
     assert [w.name for w in layer.weights] == ["kernel", "gamma"] + (["bias"] if use_bias else [])
     assert layer.count_params() == 6 * 4 + 1 + (4 if use_bias else 0)
@@ -266,7 +267,7 @@ def test_attention_conv1d_equals_keras_conv1d_and_numpy(kernel_size, q, k, activ
 def test_attention_conv1d_full_length_equals_keras_conv1d():
     """The paper's setting: t = max_len, width 3, ReLU, key columns as channels."""
     rng = np.random.default_rng(5)
-    layer = AttentionConv1D(12, 3)
+    layer = AttentionConv1D(12, 3, kernel_initializer="zeros")
     layer.build((None, 3, 12, 12))
     kernel, bias = random_weights(layer, rng)
     x = keras.ops.convert_to_numpy(keras.ops.softmax(rng.normal(size=(2, 3, 12, 12)), axis=-1))
@@ -313,14 +314,14 @@ def test_conv_layers_check_heads_and_length():
 
 def test_position_embedding_returns_the_first_rows():
     rng = np.random.default_rng(7)
-    layer = PositionEmbedding(8)
+    layer = PositionEmbedding(8, initializer="zeros")
     layer.build((None, 5, 4))
     (table,) = random_weights(layer, rng)
     out = keras.ops.convert_to_numpy(layer(rng.normal(size=(3, 5, 4)).astype("float32")))
     for b in range(3):
         np.testing.assert_allclose(out[b], table[:5], atol=1e-6)
     # Concatenation width and token-id inputs.
-    con = PositionEmbedding(8, output_dim=2)
+    con = PositionEmbedding(8, output_dim=2, initializer="zeros")
     assert tuple(con(np.zeros((3, 6, 4), "float32")).shape) == (3, 6, 2)
     assert tuple(con(np.zeros((3, 6), "int32")).shape) == (3, 6, 2)
     assert con.count_params() == 16
@@ -339,12 +340,13 @@ def test_position_embedding_default_init_is_keras_embedding_uniform():
 
 
 def test_position_embedding_in_functional_model_passes_mask():
+    """The Keras mask flows through: masked average pooling sees only the real positions."""
     ids = keras.Input((5,), dtype="int32")
-    x = keras.layers.Embedding(10, 4, mask_zero=True)(ids)
-    pe = PositionEmbedding(5)
-    y = keras.layers.Add()([x, pe(x)])
-    model = keras.Model(ids, y)
-    out = keras.ops.convert_to_numpy(model(np.array([[1, 2, 3, 0, 0]])))
-    assert out.shape == (1, 5, 4)
-    mask = keras.ops.convert_to_numpy(pe.compute_mask(x, keras.ops.convert_to_tensor([[True, False]])))
-    np.testing.assert_array_equal(mask, [[True, False]])
+    x = keras.layers.Embedding(10, 4, mask_zero=True, embeddings_initializer="zeros")(ids)
+    pe = PositionEmbedding(5, initializer="zeros")
+    pooled = keras.layers.GlobalAveragePooling1D()(pe(x))
+    model = keras.Model(ids, pooled)
+    table = np.arange(20, dtype="float32").reshape(5, 4)
+    pe.set_weights([table])
+    out = keras.ops.convert_to_numpy(model(np.array([[1, 2, 3, 0, 0], [4, 0, 0, 0, 0]])))
+    np.testing.assert_allclose(out, [table[:3].mean(0), table[0]], atol=1e-6)

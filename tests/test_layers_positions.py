@@ -35,7 +35,7 @@ def shaw_naive(q, k, v, w_key, w_value, clip, keep=None):
 def test_shaw_two_term_computation_equals_naive_equations(clip, n):
     rng = np.random.default_rng(clip * 10 + n)
     b, h, d = 2, 3, 4
-    layer = RelativePositionRepresentation(clip, d)
+    layer = RelativePositionRepresentation(clip, d, embeddings_initializer="zeros")
     layer.build()
     assert [w.name for w in layer.weights] == ["key_embeddings", "value_embeddings"]
     assert layer.count_params() == 2 * (2 * clip + 1) * d
@@ -56,7 +56,7 @@ def test_shaw_two_term_computation_equals_naive_equations(clip, n):
 
 
 def test_shaw_relative_embeddings_are_clipped_distances():
-    layer = RelativePositionRepresentation(2, 1)
+    layer = RelativePositionRepresentation(2, 1, embeddings_initializer="zeros")
     layer.build()
     table = np.arange(-2, 3, dtype="float32")[:, None]  # w_{-2} .. w_{2} hold their own distance
     layer.set_weights([table, -table])

@@ -224,7 +224,7 @@ def test_keras_mask_from_embedding_is_used_and_passed_on():
     rng = np.random.default_rng(3)
     layer, weights = make_layer(rng, position_interaction=True)
     ids = keras.Input((T,), dtype="int32")
-    embedding = keras.layers.Embedding(10, D, mask_zero=True)
+    embedding = keras.layers.Embedding(10, D, mask_zero=True, embeddings_initializer="zeros")
     z = layer(embedding(ids))
     model = keras.Model(ids, z)
     tokens = np.array([[1, 2, 3, 4, 5, 6], [4, 5, 6, 0, 0, 0]])
@@ -287,7 +287,8 @@ def test_variable_length_in_functional_model():
 
 def test_return_attention_scores_in_functional_model():
     inputs = keras.Input((T, D))
-    out, att = SelfAttention(H, DH, max_len=T, attention_conv="2d")(inputs, return_attention_scores=True)
+    out, att = SelfAttention(H, DH, max_len=T, attention_conv="2d", kernel_initializer="zeros")(
+        inputs, return_attention_scores=True)
     assert tuple(out.shape) == (None, T, H * DH) and tuple(att.shape) == (None, H, T, T)
 
 
@@ -301,4 +302,5 @@ def test_errors():
     with pytest.raises(ValueError, match="max_len=5"):
         SelfAttention(2, 4, max_len=5, position_interaction=True)(np.zeros((1, 6, 3), "float32"))
     with pytest.raises(ValueError, match="attention_mask"):
-        SelfAttention(2, 4)(np.zeros((1, 3, 3), "float32"), attention_mask=np.ones((1, 1, 3, 3), bool))
+        SelfAttention(2, 4, kernel_initializer="zeros")(np.zeros((1, 3, 3), "float32"),
+                                                       attention_mask=np.ones((1, 1, 3, 3), bool))

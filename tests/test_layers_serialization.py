@@ -5,7 +5,7 @@ import keras
 
 from convatt import layers as cl
 
-T, D, H, DH = 6, 8, 2, 4
+T, D, H, DH = 8, 8, 2, 4
 
 
 def randomize(model_or_layer, seed=0):
@@ -15,21 +15,26 @@ def randomize(model_or_layer, seed=0):
 
 
 def every_layer_model():
+    # Zero initialisers where a layer has them: every weight is overwritten by `randomize`, and
+    # random initialisers compile one program per shape under JAX (slow).
+    zeros = "zeros"
     words = keras.Input((T, D), name="words")
-    x = keras.layers.Add()([words, cl.PositionEmbedding(T)(words)])
-    x = keras.layers.Concatenate()([x, cl.PositionEmbedding(T, output_dim=2)(words)])
+    x = keras.layers.Add()([words, cl.PositionEmbedding(T, initializer=zeros)(words)])
+    x = keras.layers.Concatenate()([x, cl.PositionEmbedding(T, output_dim=2, initializer=zeros)(words)])
     x = cl.SinusoidalPositionEncoding()(x)
-    x = cl.TemperatureDense(D, use_bias=True)(x)
+    x = cl.TemperatureDense(D, use_bias=True, kernel_initializer=zeros)(x)
     z = cl.SelfAttention(H, DH, max_len=T, position_interaction=True, relative_bias=True, temperature=True,
-                         attention_conv="1d", relative_position_representation=2, alibi=True)(x)
-    z, attention = cl.SelfAttention(H, DH, attention_conv="2d", temperature=True)(z, return_attention_scores=True)
+                         attention_conv="1d", relative_position_representation=2, alibi=True,
+                         kernel_initializer=zeros)(x)
+    z, attention = cl.SelfAttention(H, DH, attention_conv="2d", temperature=True, kernel_initializer=zeros)(
+        z, return_attention_scores=True)
     scores = cl.PositionInteraction(T, H)(attention)
     scores = cl.RelativeBias(T, H)(scores)
     scores = cl.AlibiBias(H)(scores)
     query = keras.layers.Reshape((T, H, DH))(z)
-    scores = cl.RelativePositionRepresentation(3, DH)(scores, query)
-    conv1 = cl.AttentionConv1D(T, H, activation="tanh")(scores)
-    conv2 = cl.AttentionConv2D(H, kernel_size=2)(scores)
+    scores = cl.RelativePositionRepresentation(3, DH, embeddings_initializer=zeros)(scores, query)
+    conv1 = cl.AttentionConv1D(T, H, activation="tanh", kernel_initializer=zeros)(scores)
+    conv2 = cl.AttentionConv2D(H, kernel_size=2, kernel_initializer=zeros)(scores)
     return keras.Model(words, {"z": z, "conv1": conv1, "conv2": conv2})
 
 
@@ -50,20 +55,29 @@ def test_keras_save_and_load_gives_identical_outputs(tmp_path):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
 
 
+# Non-default arguments everywhere, so a dropped config entry shows. Constant initialisers
+# test initializer serialisation without compiling random programs under JAX.
+SCORES, SEQ = (2, H, T, T), (2, T, D)
 LAYERS = {
-    "PositionInteraction": (lambda: cl.PositionInteraction(T, H), (2, H, T, T)),
-    "RelativeBias": (lambda: cl.RelativeBias(T, H), (2, H, T, T)),
-    "TemperatureDense": (lambda: cl.TemperatureDense(3, use_bias=True, kernel_initializer="he_normal"), (2, T, D)),
-    "AttentionConv1D": (lambda: cl.AttentionConv1D(T, H, kernel_size=5, activation="sigmoid"), (2, H, T, T)),
-    "AttentionConv2D": (lambda: cl.AttentionConv2D(H, kernel_size=2, activation=None), (2, H, T, T)),
-    "PositionEmbedding": (lambda: cl.PositionEmbedding(T, output_dim=3, initializer="glorot_uniform"), (2, T, D)),
-    "SinusoidalPositionEncoding": (lambda: cl.SinusoidalPositionEncoding(max_wavelength=100.0), (2, T, D)),
-    "AlibiBias": (lambda: cl.AlibiBias(H), (2, H, T, T)),
+    "PositionInteraction": (lambda: cl.PositionInteraction(T, H), SCORES),
+    "RelativeBias": (lambda: cl.RelativeBias(T, H), SCORES),
+    "TemperatureDense": (
+        lambda: cl.TemperatureDense(3, use_bias=True, kernel_initializer=keras.initializers.Constant(0.3)), SEQ),
+    "AttentionConv1D": (
+        lambda: cl.AttentionConv1D(T, H, kernel_size=5, activation="sigmoid", kernel_initializer="ones",
+                                   bias_initializer=keras.initializers.Constant(-0.1)),
+        SCORES,
+    ),
+    "AttentionConv2D": (lambda: cl.AttentionConv2D(H, kernel_size=2, activation=None, kernel_initializer="zeros"),
+                        SCORES),
+    "PositionEmbedding": (lambda: cl.PositionEmbedding(T, output_dim=3, initializer="ones"), SEQ),
+    "SinusoidalPositionEncoding": (lambda: cl.SinusoidalPositionEncoding(max_wavelength=100.0), SEQ),
+    "AlibiBias": (lambda: cl.AlibiBias(H), SCORES),
     "SelfAttention": (
         lambda: cl.SelfAttention(H, DH, max_len=T, position_interaction=True, relative_bias=True, temperature=True,
                                  attention_conv="1d", conv_kernel_size=5, relative_position_representation=1,
-                                 alibi=True, kernel_initializer="lecun_normal"),
-        (2, T, D),
+                                 alibi=True, kernel_initializer=keras.initializers.Constant(0.2)),
+        SEQ,
     ),
 }
 

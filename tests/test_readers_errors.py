@@ -390,7 +390,8 @@ FIELD = st.one_of(st.sampled_from(["1", "2", "3", "1-2", "2.1", "0", "_", "NOUN"
                                    "4-3", "1:nsubj", ""]),
                   st.text(alphabet="0123456789-._:=| x#\t", max_size=4))
 CONLLU_LINE = st.one_of(st.lists(FIELD, max_size=12).map("\t".join),
-                        st.sampled_from(["", "# text = a b", "#", "   ", "# global.columns = ID FORM"]),
+                        st.sampled_from(["", "# text = a b", "#", "   ",
+                                         "# global.columns = ID FORM"]),
                         st.text(max_size=12))
 
 
@@ -403,8 +404,9 @@ def conllu_document(draw):
         for i in range(1, draw(st.integers(1, 4)) + 1):
             if draw(st.integers(0, 5)) == 0:
                 lines.append(f"{i}-{i + 1}\t" + "\t".join(["_"] * 9))
+            defaults = ("w", "w", "NOUN", "NN", "_", "0", "root", "_", "_")
             fields = [str(i)] + [draw(FIELD) if draw(st.integers(0, 3)) == 0 else default
-                                 for default in ("w", "w", "NOUN", "NN", "_", "0", "root", "_", "_")]
+                                 for default in defaults]
             line = "\t".join(fields)
             if draw(st.integers(0, 9)) == 0:
                 line = draw(CONLLU_LINE)

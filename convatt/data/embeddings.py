@@ -1,4 +1,4 @@
-"""Pretrained word vectors (fastText `.vec` text or `.bin` model, via gensim) -> an embedding matrix."""
+"""Pretrained word vectors (fastText `.vec` text or `.bin` model, via gensim) -> a matrix."""
 from __future__ import annotations
 
 import gzip
@@ -32,21 +32,17 @@ def load_word_vectors(
     rng = np.random.default_rng(seed)
     matrix = rng.uniform(-INIT_RANGE, INIT_RANGE, size=(len(vocab), dim)).astype(np.float32)
     matrix[PAD_ID] = 0.0
-    if path.name.endswith((".bin", ".bin.gz")):
-        vectors, available = _load_bin(path, dim), None
-    else:
-        vectors = _load_vec(path, dim, limit)
-        available = vectors.key_to_index
+    is_bin = path.name.endswith((".bin", ".bin.gz"))
+    vectors = _load_bin(path, dim) if is_bin else _load_vec(path, dim, limit)
     found = 0
-    for i, word in enumerate(vocab.tokens):
-        if i <= OOV_ID or (available is not None and word not in available):
-            continue
-        if available is None and word not in vectors:  # fastText without subwords
-            continue
-        matrix[i] = vectors[word]
-        found += 1
-    if not np.isfinite(matrix).all():
-        raise ConvattError("vectors hold NaN or infinite values", path)
+    for i, word in enumerate(vocab.tokens[OOV_ID + 1:], start=OOV_ID + 1):
+        if word in vectors:  # .bin: any word with character n-grams
+            matrix[i] = vectors[word]
+            found += 1
+    bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
+    if bad.size:
+        raise ConvattError(f"the vector of {vocab.tokens[bad[0]]!r} holds NaN or infinite values",
+                           path)
     return matrix, found
 
 
@@ -106,7 +102,7 @@ def _load_vec(path: Path, dim: int, limit: int | None):
 
 
 def _first_bad_row(path: Path, n: int) -> int | None:
-    """Line number of the first of `n` rows whose word is not UTF-8 or whose values are not numbers."""
+    """Line number of the first of `n` rows with a non-UTF-8 word or a value that is no number."""
     with _open(path) as f:
         f.readline()
         for number in range(2, n + 2):

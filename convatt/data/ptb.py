@@ -73,7 +73,8 @@ def _parse_trees(text: str, path: Path) -> list[Sentence]:
             label, n_children, start = stack.pop()
             if n_children == 0:
                 if label is None:
-                    raise fail("empty brackets '()': expected a label and a word or subtrees", start)
+                    raise fail("empty brackets '()': expected a label and a word or subtrees",
+                               start)
                 raise fail(f"leaf ({label}) has no word: expected (TAG word)", start)
             if stack:
                 stack[-1][1] += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Iterator
 
 import conllu
 from conllu.exceptions import ParseException
@@ -47,7 +48,7 @@ def read_conllu(path: str | os.PathLike) -> list[Sentence]:
     return sentences
 
 
-def _blocks(text: str):
+def _blocks(text: str) -> Iterator[tuple[int, list[str]]]:
     """Yield (line number of the first line, lines) for each blank-line-separated block."""
     block: list[str] = []
     start = 0
@@ -94,7 +95,7 @@ def _read_block(lines: list[str], first_line: int, path) -> Sentence | None:
     """Check one sentence block, parse it with conllu; None for a comment-only block."""
     numbers: list[int] = []  # line number of each word
     words: Sentence = []
-    token_lines = [(n, line) for n, line in enumerate(lines, first_line) if not line.startswith("#")]
+    token_lines = [(n, s) for n, s in enumerate(lines, first_line) if not s.startswith("#")]
     if not token_lines:
         return None
     for number, line in token_lines:

@@ -1,0 +1,62 @@
+"""The command line: Table 1c, and bad input reported without a traceback."""
+import gzip
+import subprocess
+import sys
+
+import pytest
+
+from conftest import LINES, PTB_SAMPLE
+
+
+def convatt(*args):
+    return subprocess.run([sys.executable, "-m", "convatt", *map(str, args)], capture_output=True, text=True)
+
+
+def test_params_prints_table_1c():
+    r = convatt("params", "--preset", "ptb", "--n-words", 20002, "--n-chars", 84, "--n-labels", 47)
+    assert r.returncode == 0, r.stderr
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()[2:]}
+    assert rows["san"][2] == "7,691,823"
+    expected = {"san-pe-add": "+18,000", "san-p": "+14,400", "san-r": "+480", "san-pe-add-temp": "+48",
+                "san-pe-add-conv": "+173,760", "san-pe-add-conv2d": "+160"}
+    for variant, delta in expected.items():
+        assert rows[variant][-1] == delta, rows[variant]
+    assert rows["san-pe-con"][2] == "8,309,935"  # 300 + 64 + 64 = 428 wide
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--preset", "ptb", "--variant", "san-pe-ad", "--out", "x"], "Did you mean 'san-pe-add'"),
+    (["train", "--preset", "pdb", "--variant", "san", "--out", "x"], "Did you mean 'ptb'"),
+    (["train", "--preset", "ud", "--variant", "san", "--data", "/no/such/treebank", "--out", "{tmp}/r"],
+     "/no/such/treebank"),
+])
+def test_bad_arguments_fail_clearly(tmp_path, args, message):
+    r = convatt(*[a.format(tmp=tmp_path) for a in args])
+    assert r.returncode == 2 and message in r.stderr
+    # (TensorFlow's C++ start-up lines may come first: they can't be silenced.)
+    assert "Traceback" not in r.stderr and r.stderr.strip().splitlines()[-1].startswith("convatt: error:")
+
+
+def test_a_corrupt_treebank_names_file_and_line(tmp_path):
+    bank = tmp_path / "UD_English-LinES"
+    bank.mkdir()
+    for split in ("train", "dev", "test"):
+        lines = gzip.open(LINES / f"en_lines-ud-{split}.conllu.gz", "rt").read().splitlines()
+        if split == "dev":
+            lines[7] = lines[7].replace("\t", "  ")  # tabs replaced by spaces
+        (bank / f"en_lines-ud-{split}.conllu").write_text("\n".join(lines) + "\n")
+    r = convatt("train", "--preset", "ud", "--variant", "san", "--data", bank, "--out", tmp_path / "run")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "en_lines-ud-dev.conllu:8" in r.stderr
+    debug = convatt("--debug", "train", "--preset", "ud", "--variant", "san", "--data", bank,
+                    "--out", tmp_path / "run")
+    assert "Traceback" in debug.stderr
+
+
+def test_unbalanced_mrg_names_file_and_line(tmp_path):
+    for f in sorted(PTB_SAMPLE.glob("wsj_*.mrg")):
+        (tmp_path / f.name).write_text(f.read_text())
+    broken = tmp_path / "wsj_0003.mrg"
+    broken.write_text(broken.read_text().rstrip()[:-1] + "\n")  # drop the last ")"
+    r = convatt("params", "--preset", "ptb", "--data", tmp_path)
+    assert r.returncode == 2 and "wsj_0003.mrg:" in r.stderr and "Traceback" not in r.stderr
