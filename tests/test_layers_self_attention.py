@@ -304,3 +304,22 @@ def test_errors():
     with pytest.raises(ValueError, match="attention_mask"):
         SelfAttention(2, 4, kernel_initializer="zeros")(np.zeros((1, 3, 3), "float32"),
                                                        attention_mask=np.ones((1, 1, 3, 3), bool))
+
+
+def test_every_weight_is_trained():
+    """One SGD step changes every weight, except a^r[:, 0], the RelativeBias entry no offset uses."""
+    rng = np.random.default_rng(9)
+    options = OPTIONS["all"]
+    layer, _ = make_layer(rng, t=MAX_LEN, **options)
+    inputs = keras.Input((MAX_LEN, D))
+    model = keras.Model(inputs, layer(inputs))
+    model.compile(keras.optimizers.SGD(0.1), "mse")
+    before = {w.path: keras.ops.convert_to_numpy(w.value) for w in layer.weights}
+    x = rng.normal(size=(4, MAX_LEN, D)).astype("float32")
+    model.fit(x, rng.normal(size=(4, MAX_LEN, H * DH)).astype("float32"), batch_size=4, epochs=1, verbose=0)
+    for w in layer.weights:
+        delta = np.abs(keras.ops.convert_to_numpy(w.value) - before[w.path])
+        if w.path.endswith("relative_bias/biases"):
+            assert not delta[:, 0].any() and (delta[:, 1:] > 0).all()
+        else:
+            assert delta.max() > 0, w.path

@@ -23,9 +23,9 @@ class AttentionConv1D(keras.layers.Layer):
     so the output has the input's shape. The paper applies it to the
     post-softmax attention and does not renormalise the result.
 
-    All heads are computed at once: the padded input is stacked into
-    `kernel_size` shifted windows and contracted with the
-    `(head, tap, in, out)` kernel in one einsum.
+    All heads are computed at once: the `kernel_size` shifted copies of the
+    padded input are laid side by side and multiplied with the
+    `(head, tap, in, out)` kernel in one batched matmul.
 
     Args:
         max_len: int. The longest query / key length (= number of filters).
@@ -100,11 +100,14 @@ class AttentionConv1D(keras.layers.Layer):
         before = (self.kernel_size - 1) // 2
         after = self.kernel_size - 1 - before
         padded = ops.pad(attention, [[0, 0], [0, 0], [before, after], [0, 0]])
-        windows = ops.stack(
-            [padded[:, :, tap : tap + query_len, :] for tap in range(self.kernel_size)], axis=2
-        )  # (batch, head, tap, query, key)
-        kernel = self.kernel[:, :, :key_len, :key_len]
-        outputs = ops.einsum("bhtqc,htco->bhqo", windows, kernel)
+        # Row i of `windows` holds input rows i - before .. i + after side by side
+        # (tap-major), so one batched matmul with the (head, tap * in, out) kernel
+        # does all heads and taps (faster on CPU than an einsum over stacked taps).
+        windows = ops.concatenate(
+            [padded[:, :, tap : tap + query_len, :] for tap in range(self.kernel_size)], axis=-1
+        )  # (batch, head, query, tap * key)
+        kernel = ops.reshape(self.kernel[:, :, :key_len, :key_len], (self.num_heads, -1, key_len))
+        outputs = ops.matmul(windows, ops.expand_dims(kernel, 0))
         outputs = outputs + ops.expand_dims(self.bias[:, :key_len], 1)
         return self.activation(outputs)
 

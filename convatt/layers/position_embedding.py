@@ -41,6 +41,10 @@ class PositionEmbedding(keras.layers.Layer):
     x = keras.layers.Add()([words, convatt.layers.PositionEmbedding(60)(words)])
     pe = convatt.layers.PositionEmbedding(60, output_dim=64)(words)  # PE[con]
     ```
+
+    References:
+     - [Dufter, Schmitt & Schütze, 2020](https://aclanthology.org/2020.coling-main.324/), §2.1, §2.3
+     - [Gehring et al., 2017](https://arxiv.org/abs/1705.03122) (learned position embeddings)
     """
 
     def __init__(self, max_len: int, output_dim: int | None = None, initializer: Any = "uniform", **kwargs):
