@@ -7,14 +7,15 @@ the structure of a direct port of the original code:
   (b, t, t_char), then TimeDistributed(Conv1D) x 3 and a max over the chars
   (Keras 3's TimeDistributed calls the Conv1D once per token position, t times);
 - every head is its own set of layers: Dense(head_dim, use_bias=False) (or
-  TemperatureDense for +Temp) for q, k and v, and PositionInteraction /
-  RelativeBias / AttentionConv1D / AttentionConv2D built with num_heads=1;
-  the heads are joined with Concatenate;
+  TemperatureDense for +Temp) for q, k and v, PositionInteraction / RelativeBias
+  built with num_heads=1, and for +Conv / +Conv2d plain Keras
+  Conv1D(t, 3, same, relu) / Conv2D(1, 3, same, relu) on the head's attention
+  matrix; the heads are joined with Concatenate;
 - compiled without XLA.
 
 Its inputs are {"words": (b, t), "chars": (b, t, t_char)}. `copy_weights_to_tagger`
 maps its weights onto a project tagger (per-head kernels stacked into
-(d, num_heads, head_dim), per-head position / conv weights concatenated on the head
+(d, num_heads, head_dim), per-head position / conv weights stacked on a leading head
 axis), so tests can check that both compute the same function.
 """
 from __future__ import annotations
@@ -27,8 +28,6 @@ from keras import layers, ops
 
 from convatt.errors import ConvattError
 from convatt.layers import (
-    AttentionConv1D,
-    AttentionConv2D,
     PositionEmbedding,
     PositionInteraction,
     RelativeBias,
@@ -55,12 +54,14 @@ def _head(x, config: TaggerConfig, first: bool, name: str):
         scores = PositionInteraction(t, 1, name=f"{name}_position_interaction")(scores)
     if spec.relative_bias and first:
         scores = RelativeBias(t, 1, name=f"{name}_relative_bias")(scores)
-    attention = ops.softmax(scores, axis=-1)
-    if spec.attention_conv == "1d":
-        attention = AttentionConv1D(t, 1, name=f"{name}_attention_conv")(attention)
-    elif spec.attention_conv == "2d":
-        attention = AttentionConv2D(1, name=f"{name}_attention_conv")(attention)
-    return ops.matmul(attention[:, 0], v)
+    attention = ops.softmax(scores, axis=-1)[:, 0]  # (b, t, t)
+    if spec.attention_conv == "1d":  # over the query axis, the t key columns as channels
+        attention = layers.Conv1D(t, 3, padding="same", activation="relu", name=f"{name}_attention_conv")(attention)
+    elif spec.attention_conv == "2d":  # one 3x3 filter on the (query, key) image
+        image = layers.Conv2D(1, 3, padding="same", activation="relu", name=f"{name}_attention_conv")(
+            ops.expand_dims(attention, -1))
+        attention = image[..., 0]
+    return ops.matmul(attention, v)
 
 
 def build_baseline(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int,
@@ -127,7 +128,8 @@ def to_tagger_layout(source: dict[str, np.ndarray], tagger: keras.Model, num_hea
     attention layer `attention_i` is the baseline's `attention_i_head_h_*`:
     - its query/key/value kernels (d, head_dim) are stacked into (d, num_heads, head_dim);
     - its TemperatureDense gammas of q, k, v form column h of the (3, num_heads) temperature;
-    - its one-head sublayer weights (1, ...) are concatenated on the head axis.
+    - its other weights (PositionInteraction / RelativeBias built for one head,
+      Conv1D / Conv2D kernel and bias) are stacked on a leading head axis.
     Tagger weights with no source (e.g. frozen ones when mapping gradients) are left out.
     """
     out = {}
@@ -140,7 +142,7 @@ def to_tagger_layout(source: dict[str, np.ndarray], tagger: keras.Model, num_hea
         elif rest == "temperature" and f"{heads[0]}_query/gamma" in source:
             value = np.array([[source[f"{h}_{what}/gamma"] for h in heads] for what in ("query", "key", "value")])
         elif f"{heads[0]}_{rest}" in source:  # position_interaction/interactions, attention_conv/kernel, ...
-            value = np.concatenate([source[f"{h}_{rest}"] for h in heads], axis=0)
+            value = np.stack([source[f"{h}_{rest}"] for h in heads])
         else:
             value = source.get(w.path)  # outside the attention: the same path
         if value is not None:

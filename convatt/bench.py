@@ -91,11 +91,11 @@ def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool 
                   seed: int = 0, log: Callable[[str], None] = print, **config_changes) -> dict:
     """Time training steps of the baseline and of `build_tagger`'s tagger; log and return the figures.
 
-    `steps` timed steps per model (default 10 with `quick`, else 40) after `warmup`
+    `steps` timed steps per model (default 20 with `quick`, else 60) after `warmup`
     untimed ones; `sizes` = (n_words, n_chars, n_labels, n_forms) replaces the
     preset's; `config_changes` change the architecture (tiny models in tests).
     """
-    steps = steps or (10 if quick else 40)
+    steps = steps or (20 if quick else 60)
     config = make_config(preset, variant, **config_changes)
     n_words, n_chars, n_labels, n_forms = sizes or SIZES[preset]
     batches = synthetic_batches(warmup + steps, n_words, n_chars, n_labels, n_forms, batch_size,
