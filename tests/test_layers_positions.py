@@ -55,6 +55,15 @@ def test_shaw_two_term_computation_equals_naive_equations(clip, n):
             np.testing.assert_allclose(z[bi, :, hi], z_ref, atol=ATOL)
 
 
+@pytest.mark.parametrize("initializer", ["glorot_uniform", keras.initializers.RandomNormal(seed=5)])
+def test_shaw_key_and_value_tables_start_distinct(initializer):
+    """w^K and w^V are independent parameters (eqs. 3-4): they must not start equal."""
+    layer = RelativePositionRepresentation(3, 4, embeddings_initializer=initializer)
+    layer.build()
+    w_key, w_value = layer.get_weights()
+    assert not np.allclose(w_key, w_value)
+
+
 def test_shaw_relative_embeddings_are_clipped_distances():
     layer = RelativePositionRepresentation(2, 1, embeddings_initializer="zeros")
     layer.build()

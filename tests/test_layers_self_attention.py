@@ -274,6 +274,16 @@ def test_projection_init_is_per_head_glorot_uniform():
     assert not np.allclose(kernels[0], kernels[1])
 
 
+@pytest.mark.parametrize("initializer", ["random_normal", "orthogonal", keras.initializers.RandomUniform(seed=3)])
+def test_projections_start_distinct_with_any_initializer(initializer):
+    """One initializer object must not give W_q, W_k and W_v the same start (Keras 3
+    random initializers repeat their values when called twice)."""
+    layer = SelfAttention(2, 3, kernel_initializer=initializer)
+    layer.build((None, 5, 6))
+    query, key, value = layer.get_weights()
+    assert not np.allclose(query, key) and not np.allclose(key, value) and not np.allclose(query, value)
+
+
 def test_variable_length_in_functional_model():
     rng = np.random.default_rng(8)
     layer, weights = make_layer(rng, position_interaction=True, relative_bias=True, attention_conv="1d")

@@ -32,16 +32,16 @@ def per_head_initializer(
     paper's model has one variable per head of `per_head_shape`. A variance-scaling
     initializer (glorot, he, lecun, ...) would see larger fans on the stacked shape;
     this rescales it so every entry has the variance it would have in its own
-    per-head variable. Other initializers are returned unchanged.
+    per-head variable. Other initializers are copied unchanged.
 
-    `seed_offset` is added to an integer seed so that several weights built from
-    the same seeded initializer differ.
+    The result is always a new object (see `distinct_initializer`), so weights
+    built from one initializer never start out equal.
     """
     init = keras.initializers.get(initializer)
     if not isinstance(init, keras.initializers.VarianceScaling):
-        return init
+        return distinct_initializer(init, seed_offset)
     if getattr(init, "input_axes", None) is not None or getattr(init, "output_axes", None) is not None:
-        return init  # the user chose the fan axes explicitly
+        return distinct_initializer(init, seed_offset)  # the user chose the fan axes explicitly
     full_in, full_out = _fans(shape)
     head_in, head_out = _fans(per_head_shape)
     if init.mode == "fan_in":
@@ -56,6 +56,21 @@ def per_head_initializer(
     return keras.initializers.VarianceScaling(
         scale=init.scale * ratio, mode=init.mode, distribution=init.distribution, seed=seed
     )
+
+
+def distinct_initializer(initializer: Any, seed_offset: int = 0) -> keras.initializers.Initializer:
+    """A new initializer of the same kind, so that several weights drawn with it differ.
+
+    A Keras 3 random initializer returns the same values at every call, so one
+    object shared by W_q, W_k and W_v would start them equal. The copy gets the
+    integer seed plus `seed_offset` (still reproducible), or, when unseeded, a
+    fresh seed of its own.
+    """
+    init = keras.initializers.get(initializer)
+    config = init.get_config()
+    if isinstance(config.get("seed"), int):
+        config["seed"] += seed_offset
+    return type(init).from_config(config)
 
 
 def check_scores_shape(

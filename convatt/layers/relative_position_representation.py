@@ -7,6 +7,8 @@ from typing import Any
 import keras
 from keras import ops
 
+from convatt.layers._utils import distinct_initializer
+
 
 @keras.saving.register_keras_serializable(package="convatt")
 class RelativePositionRepresentation(keras.layers.Layer):
@@ -76,9 +78,11 @@ class RelativePositionRepresentation(keras.layers.Layer):
         if query_shape is not None and query_shape[-1] is not None and query_shape[-1] != self.head_dim:
             raise ValueError(f"{self.name} was built for head_dim={self.head_dim}; received query shape {query_shape}.")
         shape = (2 * self.max_distance + 1, self.head_dim)
-        self.key_embeddings = self.add_weight(name="key_embeddings", shape=shape, initializer=self.embeddings_initializer)
+        self.key_embeddings = self.add_weight(
+            name="key_embeddings", shape=shape, initializer=distinct_initializer(self.embeddings_initializer, 0)
+        )
         self.value_embeddings = self.add_weight(
-            name="value_embeddings", shape=shape, initializer=self.embeddings_initializer
+            name="value_embeddings", shape=shape, initializer=distinct_initializer(self.embeddings_initializer, 1)
         )
 
     def relative_indices(self, query_len, key_len):
