@@ -20,8 +20,12 @@ def _quiet_backend() -> None:
 
 def cmd_params(args) -> None:
     """Table 1c: every variant's parameter count and its difference to SAN."""
-    from convatt.model import build_tagger, count_parameters
     from convatt.variants import VARIANTS, make_config
+
+    make_config(args.preset, "san")  # a misspelt preset fails here, with a suggestion
+    for flag in ("n_words", "n_chars", "n_labels"):
+        _check_positive(f"--{flag.replace('_', '-')}", getattr(args, flag), minimum=3)
+    from convatt.model import build_tagger, count_parameters
 
     sizes = [args.n_words, args.n_chars, args.n_labels]
     if None in sizes:
@@ -47,15 +51,25 @@ def cmd_params(args) -> None:
         print(f"{name:<20}{VARIANTS[name].label:<22}{n:>12,}{n - counts['san']:>+12,}{ext:>12}")
 
 
+def _check_positive(flag: str, value: int | None, minimum: int = 1) -> None:
+    if value is not None and value < minimum:
+        raise ConvattError(f"{flag} must be at least {minimum}, not {value}")
+
+
 def cmd_train(args) -> None:
     from convatt.variants import make_config
 
-    make_config(args.preset, args.variant)  # fail on a misspelt name before loading Keras
+    config = make_config(args.preset, args.variant)  # fail on a misspelt name before loading Keras
     from convatt.training import TrainOptions, train_run
 
     data = args.data or DEFAULT_DATA[args.preset]
-    if args.epochs < 1:
-        raise ConvattError(f"--epochs must be at least 1, not {args.epochs}")
+    _check_positive("--epochs", args.epochs)
+    _check_positive("--limit", args.limit)
+    _check_positive("--curve-every", args.curve_every, minimum=0)
+    _check_positive("--embeddings-limit", args.embeddings_limit, minimum=0)
+    if args.embeddings and not config.pretrained_words:
+        raise ConvattError(f"--embeddings applies to the ptb preset (frozen pretrained vectors); the "
+                           f"{args.preset} preset trains its word embeddings from random, as the paper")
     train_run(TrainOptions(
         preset=args.preset, variant=args.variant, seed=args.seed, data=str(data), out=str(args.out),
         embeddings=args.embeddings, embeddings_limit=args.embeddings_limit or None, epochs=args.epochs,

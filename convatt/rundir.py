@@ -1,13 +1,15 @@
 """A run directory: atomic writes and a lock, so an interrupted run loses nothing.
 
-Every file is written to a temporary name in the same directory and moved into
-place with `os.replace`, so a reader (or a killed writer) never sees half a file.
+Every file is written to a temporary name in the same directory, flushed to
+disk (fsync) and moved into place with `os.replace`, and the directory itself is
+synced: a reader, a killed writer or a power loss never sees half a file.
 `result.json` is written last: its presence means the run is complete.
 """
 from __future__ import annotations
 
 import contextlib
 import csv
+import fcntl
 import json
 import os
 import socket
@@ -22,8 +24,19 @@ def atomic_path(path: Path) -> Path:
     return path.with_name(f".tmp-{os.getpid()}-{path.name}")
 
 
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def commit(tmp: Path, path: Path) -> None:
+    """Move a finished temporary file into place, durably (file and directory synced)."""
+    _fsync(tmp)
     os.replace(tmp, path)
+    _fsync(path.parent)
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -41,6 +54,15 @@ def write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
     commit(tmp, path)
 
 
+def read_json_or_none(path: Path) -> dict | None:
+    """The JSON object in `path`, or None if it is missing, empty or unreadable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
@@ -48,35 +70,27 @@ def read_json(path: Path) -> dict:
         raise ConvattError(f"not valid JSON ({e.msg})", path, e.lineno) from None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def run_lock(out: Path) -> Iterator[None]:
-    """Hold `out/.lock` while training; a stale lock (dead process) is taken over."""
-    lock = out / ".lock"
-    me = f"{socket.gethostname()} {os.getpid()}"
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            host, _, pid = lock.read_text().strip().partition(" ")
-            if host == socket.gethostname() and pid.isdigit() and not _pid_alive(int(pid)):
-                lock.unlink(missing_ok=True)
-                continue
-            raise ConvattError(f"another process ({host} pid {pid}) is training into this directory; "
-                               f"if it is gone, delete {lock}", out) from None
-        with os.fdopen(fd, "w") as f:
-            f.write(me)
-        break
+    """Hold an exclusive `flock` on `out/.lock` while training.
+
+    The kernel drops the lock when its process dies (killed, crashed, machine
+    rebooted), so a stale lock never blocks a resume; a second trainer on the
+    same directory fails at once. The file keeps "host pid" for that message
+    and is removed (still locked) when the holder is done.
+    """
+    fd = os.open(out / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 200).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise ConvattError(f"another process ({holder}) is training into this directory; "
+                           "wait for it or use another --out", out) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{socket.gethostname()} pid {os.getpid()}".encode())
     try:
         yield
     finally:
-        lock.unlink(missing_ok=True)
+        (out / ".lock").unlink(missing_ok=True)
+        os.close(fd)

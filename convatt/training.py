@@ -36,7 +36,7 @@ from convatt.data import EncodedSplit, build_vocabularies, encode_split, load_co
 from convatt.errors import ConvattError
 from convatt.metrics import accuracy_report, token_accuracy
 from convatt.model import build_tagger, count_parameters
-from convatt.rundir import read_json, run_lock, write_csv, write_json
+from convatt.rundir import read_json, read_json_or_none, run_lock, write_csv, write_json
 from convatt.variants import make_config
 
 HISTORY_COLUMNS = ["epoch", "loss", "train_accuracy", "dev_accuracy", "seconds"]
@@ -161,13 +161,15 @@ def train_run(opts: TrainOptions, log: Callable[[str], None] = print) -> dict:
         return read_json(out / "result.json")
     out.mkdir(parents=True, exist_ok=True)
     with run_lock(out):
+        if (out / "result.json").exists():  # finished by another process meanwhile
+            return read_json(out / "result.json")
         return _train_locked(opts, out, log)
 
 
 def _train_locked(opts: TrainOptions, out: Path, log: Callable[[str], None]) -> dict:
     config = make_config(opts.preset, opts.variant, mask_padding=opts.mask_padding)
+    data = prepare_data(opts, log)  # bad input fails here, before the directory is claimed
     write_json(out / "config.json", dataclasses.asdict(opts))
-    data = prepare_data(opts, log)
     for note in (data.note, data.vectors_note):
         if note:
             log(f"note: {note}")
@@ -178,7 +180,7 @@ def _train_locked(opts: TrainOptions, out: Path, log: Callable[[str], None]) -> 
         f"{len(data.vocab.tags):,} labels")
 
     ckpt = out / "checkpoint"
-    state = read_json(ckpt / "state.json") if (ckpt / "state.json").exists() else None
+    state = read_json_or_none(ckpt / "state.json")  # None: no epoch finished (or a torn write)
     if state:
         model = keras.saving.load_model(ckpt / f"epoch-{state['epoch']}.keras")
         for variable, value in zip(_seed_states(model), state["seed_states"]):

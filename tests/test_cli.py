@@ -22,6 +22,10 @@ def test_params_prints_table_1c():
     for variant, delta in expected.items():
         assert rows[variant][-1] == delta, rows[variant]
     assert rows["san-pe-con"][2] == "8,309,935"  # 300 + 64 + 64 = 428 wide
+    # Beyond the paper: Shaw et al.'s w^K, w^V (2 x (2*16 + 1) x 91) in each of 4 layers;
+    # sinusoids and ALiBi have no parameters.
+    assert rows["san-shaw"][3] == f"{4 * 2 * 33 * 91:+,}"
+    assert rows["san-sin-add"][3] == "+0" and rows["san-alibi"][3] == "+0"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -29,8 +33,22 @@ def test_params_prints_table_1c():
     (["train", "--preset", "pdb", "--variant", "san", "--out", "x"], "Did you mean 'ptb'"),
     (["train", "--preset", "ud", "--variant", "san", "--data", "/no/such/treebank", "--out", "{tmp}/r"],
      "/no/such/treebank"),
+    (["params", "--preset", "pdb"], "Did you mean 'ptb'"),
+    (["params", "--preset", "ud", "--n-words", "0", "--n-chars", "5", "--n-labels", "5"],
+     "--n-words must be at least 3"),
+    (["train", "--preset", "ptb", "--variant", "san", "--limit", "-1", "--out", "{tmp}/r"],
+     "--limit must be at least 1"),
+    (["train", "--preset", "ptb", "--variant", "san", "--embeddings-limit", "-1", "--out", "{tmp}/r"],
+     "--embeddings-limit must be at least 0"),
+    (["train", "--preset", "ud", "--variant", "san", "--embeddings", "{tmp}/v.vec", "--out", "{tmp}/r"],
+     "--embeddings applies to the ptb preset"),
+    (["train", "--preset", "ptb", "--variant", "san", "--embeddings", "{tmp}/bad.vec", "--limit", "20",
+      "--out", "{tmp}/r"], "bad.vec:3"),
 ])
 def test_bad_arguments_fail_clearly(tmp_path, args, message):
+    # a vectors file whose second row is one value short of the header's 300
+    row = lambda word, n: " ".join([word] + ["0.1"] * n)
+    (tmp_path / "bad.vec").write_text("\n".join(["2 300", row("the", 300), row("of", 299)]) + "\n")
     r = convatt(*[a.format(tmp=tmp_path) for a in args])
     assert r.returncode == 2 and message in r.stderr
     # (TensorFlow's C++ start-up lines may come first: they can't be silenced.)

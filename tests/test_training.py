@@ -75,9 +75,33 @@ def test_a_directory_holding_another_run_is_refused(tiny_runs):
 
 
 def test_a_live_lock_is_refused(tmp_path):
-    (tmp_path / ".lock").write_text(f"{os.uname().nodename} {os.getpid()}")
-    with pytest.raises(ConvattError, match="another process"):
-        train_run(tiny_options(tmp_path), log=lambda s: None)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'otherhost pid 4242'); print('locked', flush=True); "
+        "time.sleep(60)"), str(tmp_path / ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ConvattError, match=r"another process \(otherhost pid 4242\)"):
+            train_run(tiny_options(tmp_path), log=lambda s: None)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_stale_lock_file_does_not_block_the_run(tmp_path, tiny_runs):
+    """A lock file left by a killed process (even an empty one) holds no lock."""
+    (tmp_path / ".lock").write_text("")
+    result = train_run(tiny_options(tmp_path), log=lambda s: None)
+    reference = json.loads((tiny_runs / "ptb/san-pe-add/seed1/result.json").read_text())
+    assert result["test"] == reference["test"] and not (tmp_path / ".lock").exists()
+
+
+def test_a_run_that_failed_on_bad_data_can_be_rerun_with_good_data(tmp_path):
+    with pytest.raises(ConvattError, match="corpus path not found"):
+        train_run(tiny_options(tmp_path / "run", data=str(tmp_path / "missing")), log=lambda s: None)
+    assert not (tmp_path / "run" / "config.json").exists()
+    train_run(tiny_options(tmp_path / "run", epochs=1), log=lambda s: None)
+    assert (tmp_path / "run" / "result.json").exists()
 
 
 def test_nan_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
@@ -122,15 +146,23 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, tiny_runs):
     a, b = (json.loads((d / "result.json").read_text()) for d in (reference, run))
     a.pop("wall_seconds"), b.pop("wall_seconds")
     assert a == b
+    weights = [keras.saving.load_model(d / "model.keras").get_weights() for d in (reference, run)]
+    assert len(weights[0]) == len(weights[1])
+    for x, y in zip(*weights):
+        np.testing.assert_array_equal(x, y)
 
 
-def test_sigterm_leaves_a_resumable_directory(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_leaves_a_resumable_directory(tmp_path, signum):
     run = tmp_path / "run"
     proc = _start(run)
     for line in proc.stdout:
-        if line.startswith("epoch 1/2  batch 1/"):
-            proc.send_signal(signal.SIGTERM)
+        if line.startswith("epoch 2/2  batch 1/"):
+            proc.send_signal(signum)
             break
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "rerun the same command to resume" in out
     assert not (run / ".lock").exists() and not (run / "result.json").exists()
+    assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 1
+    resumed = subprocess.run(tiny_command(run), check=True, capture_output=True, text=True)
+    assert "resuming from epoch 1" in resumed.stdout and (run / "result.json").exists()
