@@ -29,8 +29,8 @@ VENV         ?= .venv
 CONVATT      ?= $(VENV)/bin/convatt
 RUNS         ?= runs
 RESULTS      ?= results
-PTB_DIR      ?= data/ptb-sample
-UD_DIR       ?= data/ud-2.2
+PTB_DIR      ?= convatt/embedded/ptb-sample
+UD_DIR       ?= convatt/embedded/ud-2.2
 # fastText vectors (the paper: wiki-news-300d-1M-subword.vec); empty: no pretrained vectors
 EMBEDDINGS   ?=
 SEEDS        ?= 1 2 3
@@ -59,7 +59,7 @@ VENV_STAMP := $(VENV)/.convatt-installed
 
 # ---- the grid's lists: one source each (see experiments/grid.py) ----
 # The variant lists live in convatt/variants.py and the treebanks in the paper's
-# Table 2d (experiments/reference/); grid.py reads both without importing anything
+# Table 2d (convatt/embedded/paper/); grid.py reads both without importing anything
 # heavy, so the lists are never written twice and `make -n` works before .venv exists.
 comma := ,
 GRID := $(shell $(PYTHON) experiments/grid.py)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from convatt.errors import ConvattError
 
-EMBEDDED_DATA = Path(__file__).resolve().parent.parent / "data"
+EMBEDDED_DATA = Path(__file__).resolve().parent / "embedded"  # = convatt.data.EMBEDDED_DATA_DIR, without importing it
 DEFAULT_DATA = {"ptb": EMBEDDED_DATA / "ptb-sample", "ud": EMBEDDED_DATA / "ud-2.2" / "UD_English-LinES"}
 
 

@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from convatt.data.corpus import EMBEDDED_DATA_DIR
 from convatt.errors import ConvattError
 from convatt.variants import PAPER_VARIANTS, UD_VARIANTS, VARIANTS
 
-REFERENCE_DIR = Path(os.environ.get(
-    "CONVATT_REFERENCE", Path(__file__).resolve().parent.parent / "experiments" / "reference"))
+REFERENCE_DIR = Path(os.environ.get("CONVATT_REFERENCE", EMBEDDED_DATA_DIR / "paper"))
 METRICS = ("all", "oov", "ambiguous")
 METRIC_NAMES = {"all": "All", "oov": "OOV", "ambiguous": "Ambig."}
 STD_DDOF = 0
@@ -171,7 +171,7 @@ def load_curves(root: Path, runs: pd.DataFrame | None = None) -> pd.DataFrame:
 # ---------------------------------------------------------------- the paper's numbers
 
 def paper_table(name: str) -> pd.DataFrame:
-    """One of experiments/reference/paper_*.csv: "table2b_ptb", "table2c_ud_macro", ..."""
+    """One of convatt/embedded/paper/paper_*.csv: "table2b_ptb", "table2c_ud_macro", ..."""
     path = REFERENCE_DIR / f"paper_{name}.csv"
     if not path.exists():
         raise ConvattError("the paper's reference table is missing (set CONVATT_REFERENCE to "

@@ -9,7 +9,7 @@
   this with the system Python before the virtual environment exists (and under
   `make -n`), and importing the package could pull in Keras.
 - The treebanks are the rows of the paper's Table 2d,
-  `experiments/reference/paper_table2d_ud_per_treebank.csv` (47 of them).
+  `convatt/embedded/paper/paper_table2d_ud_per_treebank.csv` (47 of them).
 
 One line, `key:a,b,c` groups separated by spaces, so that one `$(shell ...)` call
 gives the Makefile everything (a Python start costs ~0.1 s through pyenv shims).
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS_PY = ROOT / "convatt" / "variants.py"
-TABLE_2D = ROOT / "experiments" / "reference" / "paper_table2d_ud_per_treebank.csv"
+TABLE_2D = ROOT / "convatt" / "embedded" / "paper" / "paper_table2d_ud_per_treebank.csv"
 LISTS = {"paper": "PAPER_VARIANTS", "ud": "UD_VARIANTS", "positions": "POSITION_VARIANTS"}
 
 

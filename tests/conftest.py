@@ -9,8 +9,8 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 ROOT = Path(__file__).resolve().parent.parent
-PTB_SAMPLE = ROOT / "data" / "ptb-sample"
-UD_DIR = ROOT / "data" / "ud-2.2"
+PTB_SAMPLE = ROOT / "convatt" / "embedded" / "ptb-sample"
+UD_DIR = ROOT / "convatt" / "embedded" / "ud-2.2"
 LINES = UD_DIR / "UD_English-LinES"
 TINY_VARIANTS = ("san-pe-add", "san-pe-add-conv2d")
 TINY_SEEDS = (1, 2)

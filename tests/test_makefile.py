@@ -88,7 +88,7 @@ def test_ptb_all_is_27_runs(tmp_path):
     expected = {(v, str(s)) for v, s in itertools.product(PAPER_VARIANTS, (1, 2, 3))}
     assert {(c["--variant"], c["--seed"]) for c in cmds} == expected
     for c in cmds:
-        assert c["--preset"] == "ptb" and c["--data"] == "data/ptb-sample"
+        assert c["--preset"] == "ptb" and c["--data"] == "convatt/embedded/ptb-sample"
         assert c["--out"] == f"{tmp_path}/runs/ptb/{c['--variant']}/seed{c['--seed']}"
         assert "--embeddings" not in c and "--epochs" not in c and "--limit" not in c
     assert "without pretrained fastText vectors" in proc.stdout
@@ -245,4 +245,4 @@ def test_ci_runs_make_test():
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "reference").is_dir(), reason="needs ../shared")
 def test_reference_tables_are_the_shared_ones():
     for src in (ROOT.parent / "shared" / "reference").glob("paper_*.csv"):
-        assert (ROOT / "experiments" / "reference" / src.name).read_text() == src.read_text()
+        assert (ROOT / "convatt" / "embedded" / "paper" / src.name).read_text() == src.read_text()

@@ -24,7 +24,7 @@ def ptb_counts():
 
 
 def test_table_1c_parameter_counts(ptb_counts):
-    paper = pd.read_csv(ROOT / "experiments" / "reference" / "paper_table1c_parameters.csv")
+    paper = pd.read_csv(ROOT / "convatt" / "embedded" / "paper" / "paper_table1c_parameters.csv")
     paper = dict(zip(paper["model"], paper["parameters_ptb"]))
     assert ptb_counts["san"] == paper["SAN"] == 7_691_823
     for row, (variant, base) in TABLE_1C.items():

@@ -20,7 +20,7 @@ from convatt import results
 from convatt.errors import ConvattError
 from convatt.variants import PAPER_VARIANTS, UD_VARIANTS, VARIANTS
 
-REFERENCE = Path(__file__).resolve().parent.parent / "experiments" / "reference"
+REFERENCE = Path(__file__).resolve().parent.parent / "convatt" / "embedded" / "paper"
 
 
 def result_files(root: Path) -> list[dict]:

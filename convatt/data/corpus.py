@@ -10,8 +10,8 @@ from convatt.errors import ConvattError
 Sentence = list[tuple[str, str]]
 """One sentence as (word form, tag) pairs."""
 
-EMBEDDED_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
-"""The corpora shipped with the project (`data/` at the repository root)."""
+EMBEDDED_DATA_DIR = Path(__file__).resolve().parents[1] / "embedded"
+"""The corpora shipped inside the package (`convatt/embedded/`, package data), and the paper's tables."""
 
 PRESETS = ("ptb", "ud")
 
