@@ -1,12 +1,12 @@
 """Learning curves: Table 2a (dev accuracy per epoch) and Figure 2 (every 100 batches).
 
-One line per model (variant, marked [mask] when pads were masked): the mean over
-seeds, with a band over seeds (min to max by default, or mean ± std). For UD the
-curves are first taken per treebank, then averaged over treebanks ("for UD we
-report the average across languages"), the band too; only the x values (epochs,
-steps) that every treebank of that model reached are kept, so the average never
-changes which treebanks it covers along the line. Runs stop at different epochs
-(early stopping): at epoch e a PTB line averages the seeds that reached e.
+One line per model (variant, marked with its setting, e.g. [mask] when pads were
+masked): the mean over seeds, with a band over seeds (min to max by default, or
+mean ± std). For UD the curves are first taken per treebank, then averaged over
+treebanks ("for UD we report the average across languages"), the band too. Only
+the x values (epochs, steps) that every seed of every corpus of a line reached
+are drawn, so a mean never changes which runs it covers along the line: runs stop
+at different epochs (early stopping), and a line ends where its first run stopped.
 
 Figures are `matplotlib.figure.Figure`s made without pyplot (no global state, no
 display needed): `write_plots` renders them with the Agg canvas to PNG and PDF; a
@@ -52,25 +52,30 @@ def aggregate(frame: pd.DataFrame, x: str, y: str = "dev_accuracy", band: str = 
     """Curves of one preset -> per (series, x): mean, lo, hi in percent, n_runs, n_corpora.
 
     Per corpus: mean over seeds, band lo/hi = min/max over seeds ("minmax") or
-    mean ∓ std (ddof=0, "std"). Then, per series, the mean over corpora of mean, lo
-    and hi at the x values that all of the series' corpora have.
+    mean ∓ std (ddof=0, "std"), at the x values that all of the corpus' runs reached.
+    Then, per series, the mean over corpora of mean, lo and hi at the x values that all
+    of the series' corpora have.
     """
     if band not in BANDS:
         raise ConvattError(f"unknown band {band!r}: use one of {', '.join(BANDS)}")
-    columns = ["series", "variant", "mask_padding", x, "mean", "lo", "hi", "n_runs", "n_corpora"]
+    columns = ["series", "variant", "setting", x, "mean", "lo", "hi", "n_runs", "n_corpora"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     frame = frame.assign(series=_series(frame), value=100 * frame[y].astype(float))
-    per_corpus = (frame.groupby(["series", "variant", "mask_padding", "corpus", x])["value"]
+    per_corpus = (frame.groupby(["series", "variant", "setting", "corpus", x])["value"]
                   .agg(mean="mean", lo="min", hi="max", std=lambda v: float(np.std(v, ddof=0)), n_runs="size")
                   .reset_index())
+    runs_per_corpus = frame.groupby(["series", "corpus"])["run_dir"].nunique()
+    every_run = per_corpus["n_runs"].to_numpy() == runs_per_corpus.loc[
+        list(zip(per_corpus["series"], per_corpus["corpus"]))].to_numpy()
+    per_corpus = per_corpus[every_run]
     if band == "std":
         per_corpus["lo"] = per_corpus["mean"] - per_corpus["std"]
         per_corpus["hi"] = per_corpus["mean"] + per_corpus["std"]
     n_corpora = per_corpus.groupby("series")["corpus"].transform("nunique")
     per_x = per_corpus.groupby(["series", x])["corpus"].transform("nunique")
     common = per_corpus[per_x == n_corpora]
-    out = (common.groupby(["series", "variant", "mask_padding", x])
+    out = (common.groupby(["series", "variant", "setting", x])
            .agg(mean=("mean", "mean"), lo=("lo", "mean"), hi=("hi", "mean"), n_runs=("n_runs", "sum"),
                 n_corpora=("corpus", "nunique"))
            .reset_index())
@@ -79,22 +84,22 @@ def aggregate(frame: pd.DataFrame, x: str, y: str = "dev_accuracy", band: str = 
 
 def _draw(ax: Axes, agg: pd.DataFrame, x: str) -> None:
     """One line per series (mean) and its band; nothing else is drawn as a line."""
-    keys = agg[["series", "variant", "mask_padding"]].drop_duplicates()
-    keys = sorted(keys.itertuples(index=False), key=lambda k: (*model_order((k.mask_padding, k.variant)), k.series))
+    keys = agg[["series", "variant", "setting"]].drop_duplicates()
+    keys = sorted(keys.itertuples(index=False), key=lambda k: (*model_order((k.setting, k.variant)), k.series))
     for key in keys:
         rows = agg[agg["series"] == key.series]
         color = COLORS.get(key.variant, "#555555")
-        style = "--" if key.mask_padding else "-"
+        style = "--" if key.setting else "-"
         ax.plot(rows[x], rows["mean"], style, color=color, label=key.series, linewidth=1.5,
                 marker="o" if len(rows) < 12 else None, markersize=3)
         ax.fill_between(rows[x], rows["lo"], rows["hi"], color=color, alpha=0.15, linewidth=0)
 
 
-def _panel(ax: Axes, frame: pd.DataFrame, preset: str, x: str, band: str, what: str) -> None:
+def _panel(ax: Axes, frame: pd.DataFrame, preset: str, x: str, band: str, what: str, missing: str = "") -> None:
     name = PRESET_NAMES.get(preset, preset)
     frame = frame[frame["preset"] == preset] if not frame.empty else frame
     if frame.empty:
-        ax.text(0.5, 0.5, f"no finished {name} runs", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, missing or f"no finished {name} runs", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(name)
         ax.set_xticks([])
         ax.set_yticks([])
@@ -134,20 +139,29 @@ def plot_epochs(histories: pd.DataFrame, preset: str = "ptb", band: str = "minma
     return fig
 
 
-def plot_steps(curves: pd.DataFrame, preset: str = "ptb", band: str = "minmax", ax: Axes | None = None):
-    """One panel of Figure 2: dev accuracy every 100 training batches (the first ones)."""
+def plot_steps(curves: pd.DataFrame, preset: str = "ptb", band: str = "minmax", ax: Axes | None = None,
+               runs: pd.DataFrame | None = None):
+    """One panel of Figure 2: dev accuracy every 100 training batches (the first ones).
+
+    `runs` (`load_runs`), if given, lets an empty panel tell "no finished runs" from
+    "runs too short for a dev curve"."""
     fig = None
     if ax is None:
         fig, (ax,) = _figure()
-    _panel(ax, curves, preset, "step", band, "training batches")
+    name = PRESET_NAMES.get(preset, preset)
+    missing = ""
+    if runs is not None and (runs["preset"] == preset).any():
+        missing = (f"no {name} run has a dev curve\n(curve.csv gets a point every --curve-every batches;\n"
+                   "shorter runs have none)")
+    _panel(ax, curves, preset, "step", band, "training batches", missing)
     return fig if fig is not None else ax.figure
 
 
-def figure2(curves: pd.DataFrame, band: str = "minmax") -> Figure:
+def figure2(curves: pd.DataFrame, band: str = "minmax", runs: pd.DataFrame | None = None) -> Figure:
     """Figure 2: dev accuracy during the first training steps, PTB (left) and UD (right)."""
     fig, (left, right) = _figure(width=12, ncols=2)
-    plot_steps(curves, "ptb", band, ax=left)
-    plot_steps(curves, "ud", band, ax=right)
+    plot_steps(curves, "ptb", band, ax=left, runs=runs)
+    plot_steps(curves, "ud", band, ax=right, runs=runs)
     fig.suptitle(f"Figure 2: development accuracy during training ({_band_text(band)})", fontsize="medium")
     return fig
 
@@ -179,7 +193,8 @@ def write_plots(runs: Path, out: Path, band: str = "minmax") -> list[Path]:
         if not histories.empty and (histories["preset"] == preset).any():
             written += save(plot_epochs(histories, preset, band), out / f"table2a_{preset}_dev_by_epoch")
     if not curves.empty:
-        written += save(figure2(curves, band), out / "figure2_dev_by_step")
+        written += save(figure2(curves, band, frame), out / "figure2_dev_by_step")
     else:
-        print("note: no curve.csv with rows in the finished runs, so Figure 2 was not drawn")
+        print("note: no finished run has a dev curve (curve.csv gets a point every --curve-every = 100 "
+              "batches by default; shorter runs have none), so Figure 2 was not drawn")
     return written

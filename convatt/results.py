@@ -42,7 +42,7 @@ STD_DDOF = 0
 PAPER_SEEDS = 3
 PAPER_EPOCHS = 100
 N_PAPER_TREEBANKS = 47
-RUN_KEY = ["preset", "corpus", "variant", "mask_padding", "seed"]
+RUN_KEY = ["preset", "corpus", "variant", "setting", "seed"]
 
 
 # ---------------------------------------------------------------- loading runs
@@ -65,9 +65,24 @@ def treebank_key(name: str) -> str:
     return name.replace(" ", "_")
 
 
-def model_name(label: str, mask_padding: bool) -> str:
-    """The display name of a variant: its paper label, marked when pads were masked."""
-    return f"{label} [mask]" if mask_padding else label
+def run_setting(mask_padding: bool, limit, max_epochs) -> str:
+    """What sets a run's protocol apart from the paper's, "" for none: "mask", "limit 200",
+    "max 1 epochs". Runs of different settings are never averaged together."""
+    parts = ["mask"] if mask_padding else []
+    if limit:
+        parts.append(f"limit {int(limit)}")
+    if max_epochs is not None and not pd.isna(max_epochs) and int(max_epochs) < PAPER_EPOCHS:
+        parts.append(f"max {int(max_epochs)} epochs")
+    return ", ".join(parts)
+
+
+def _is_masked(setting: str) -> bool:
+    return "mask" in setting.split(", ")
+
+
+def model_name(label: str, setting: str) -> str:
+    """The display name of a variant: its paper label, then its setting if any ("SAN [mask]")."""
+    return f"{label} [{setting}]" if setting else label
 
 
 def _metric(split: dict, name: str) -> float:
@@ -88,6 +103,7 @@ def _read_run(path: Path) -> dict:
     variant = result["variant"]
     label = result.get("label") or label_of(variant)
     mask = bool(result.get("mask_padding", config.get("mask_padding", False)))
+    setting = run_setting(mask, config.get("limit"), config.get("epochs"))
     row = {
         "run_dir": str(path.parent),
         "preset": result["preset"],
@@ -95,9 +111,10 @@ def _read_run(path: Path) -> dict:
         "treebank": treebank_key(result["corpus"]) if result["preset"] == "ud" else None,
         "variant": variant,
         "label": label,
-        "model": model_name(label, mask),
+        "model": model_name(label, setting),
         "seed": int(result["seed"]),
         "mask_padding": mask,
+        "setting": setting,
         "is_sample": bool(result.get("is_sample", False)),
         "corpus_note": result.get("corpus_note") or "",
         "embeddings": config.get("embeddings"),
@@ -117,23 +134,23 @@ def load_runs(root: Path) -> pd.DataFrame:
     """One row per finished run under `root`: what it is, and dev/test accuracy as fractions.
 
     Columns: run_dir, preset, corpus, treebank (UD), variant, label, model, seed,
-    mask_padding, is_sample, corpus_note, embeddings, limit, max_epochs,
+    mask_padding, setting (`run_setting`), is_sample, corpus_note, embeddings, limit, max_epochs,
     {dev,test}_{all,oov,ambiguous} (NaN where the metric had no tokens),
     {dev,test}_n_{...}, parameters, epochs_run, best_epoch, wall_seconds, backend.
-    Two runs of the same (preset, corpus, variant, mask_padding, seed) would be
+    Two runs of the same (preset, corpus, variant, setting, seed) would be
     counted twice in a mean: the first (by path) is kept, with a warning.
     """
     rows = [_read_run(p) for p in find_results(root)]
     if not rows:
         columns = ["run_dir", "preset", "corpus", "treebank", "variant", "label", "model", "seed",
-                   "mask_padding", "is_sample", "corpus_note", "embeddings", "limit", "max_epochs"]
+                   "mask_padding", "setting", "is_sample", "corpus_note", "embeddings", "limit", "max_epochs"]
         columns += [f"{s}_{m}" for s in ("dev", "test") for m in METRICS]
         return pd.DataFrame(columns=columns)
     df = pd.DataFrame(rows)
     dup = df.duplicated(RUN_KEY, keep="first")
     if dup.any():
         paths = ", ".join(df.loc[dup, "run_dir"])
-        warnings.warn(f"{int(dup.sum())} runs repeat another run's preset, corpus, variant and seed "
+        warnings.warn(f"{int(dup.sum())} runs repeat another run's preset, corpus, variant, setting and seed "
                       f"and are left out: {paths}", stacklevel=2)
         df = df.loc[~dup]
     return df.reset_index(drop=True)
@@ -141,7 +158,7 @@ def load_runs(root: Path) -> pd.DataFrame:
 
 def _load_csvs(root: Path, name: str, runs: pd.DataFrame | None) -> pd.DataFrame:
     runs = load_runs(root) if runs is None else runs
-    meta = ["run_dir", "preset", "corpus", "treebank", "variant", "label", "model", "seed", "mask_padding"]
+    meta = ["run_dir", "preset", "corpus", "treebank", "variant", "label", "model", "seed", "mask_padding", "setting"]
     frames = []
     for _, run in runs.iterrows():
         path = Path(run["run_dir"]) / name
@@ -211,11 +228,11 @@ def summarize(runs: pd.DataFrame, by: list[str], split: str = "test") -> pd.Data
 _VARIANT_RANK = {v: i for i, v in enumerate(VARIANTS)}
 
 
-def model_order(key: tuple[bool, str]) -> tuple:
-    """Sort key of a (mask_padding, variant): unmasked first, then the order of VARIANTS
-    (the paper's Table 2 order), then unknown names alphabetically."""
-    mask, variant = key
-    return bool(mask), _VARIANT_RANK.get(variant, len(_VARIANT_RANK)), variant
+def model_order(key: tuple[str, str]) -> tuple:
+    """Sort key of a (setting, variant): the paper's setting ("") first, then the order of
+    VARIANTS (the paper's Table 2 order), then unknown names alphabetically."""
+    setting, variant = key
+    return setting != "", setting, _VARIANT_RANK.get(variant, len(_VARIANT_RANK)), variant
 
 
 _LABELS = {v.label for v in VARIANTS.values()}
@@ -256,14 +273,15 @@ class Table:
 
 def _common_notes(runs: pd.DataFrame) -> list[str]:
     notes = []
-    n_seeds = runs.groupby(["preset", "corpus", "variant", "mask_padding"]).size()
+    n_seeds = runs.groupby(["preset", "corpus", "variant", "setting"]).size()
     if (n_seeds < PAPER_SEEDS).any():
         notes.append(f"{int((n_seeds < PAPER_SEEDS).sum())} model(s) have fewer than {PAPER_SEEDS} seeds "
                      f"(the paper: {PAPER_SEEDS}).")
     smoke = runs["limit"].notna() | (pd.to_numeric(runs["max_epochs"], errors="coerce") < PAPER_EPOCHS)
     if smoke.any():
         notes.append(f"{int(smoke.sum())} of {len(runs)} runs are smoke runs (--limit, or --epochs below "
-                     f"{PAPER_EPOCHS}): not comparable to the paper.")
+                     f"{PAPER_EPOCHS}), marked [limit N] / [max N epochs]: not comparable to the paper. Runs "
+                     "of different settings are shown apart, never averaged together.")
     if runs["mask_padding"].any():
         notes.append("Models marked [mask] ran with --mask-padding; the paper lets pads take part in attention.")
     return notes
@@ -311,7 +329,7 @@ def ptb_table(runs: pd.DataFrame) -> Table:
     """Table 2b: PTB test accuracy (all / OOV / ambiguous), ours beside the paper's.
 
     One row per variant of the paper (run or not) and per other variant that was run;
-    a section per corpus (and masking) when the runs hold several.
+    a section per corpus and setting (`run_setting`) when the runs hold several.
     """
     runs = runs[runs["preset"] == "ptb"]
     paper = paper_table("table2b_ptb").set_index("model")
@@ -323,29 +341,33 @@ def ptb_table(runs: pd.DataFrame) -> Table:
             how = " ".join(n for n in runs.loc[runs["is_sample"], "corpus_note"].unique() if n)
             notes.append("Results are on the PTB sample, not the paper's full WSJ (train 00-18, dev 19-21, "
                          f"test 22-24): NOT comparable to the paper. {how}".rstrip())
+        partial = runs.loc[~runs["is_sample"], "corpus_note"].unique()
+        notes += [f"PTB: {n}" for n in partial if n]
         if runs["embeddings"].isna().any():
             notes.append(f"{int(runs['embeddings'].isna().sum())} PTB runs trained without pretrained word "
                          "vectors (the paper: fastText wiki-news-300d-1M-subword.vec, frozen).")
         notes += _common_notes(runs)
-    ours = summarize(runs, ["corpus", "mask_padding", "variant"]) if not runs.empty else pd.DataFrame()
-    groups = list(ours.groupby(["corpus", "mask_padding"], sort=False)) if not ours.empty else [((None, False), ours)]
+    ours = summarize(runs, ["corpus", "setting", "mask_padding", "variant"]) if not runs.empty else pd.DataFrame()
+    groups = (list(ours.groupby(["corpus", "setting", "mask_padding"], sort=False)) if not ours.empty
+              else [((None, "", False), ours)])
 
     records, sections = [], []
-    for (corpus, mask), group in groups:
+    for (corpus, setting, mask), group in groups:
         mask = bool(mask)
         by_variant = {r["variant"]: r for _, r in group.iterrows()}
         md_rows = []
-        for variant in sorted(set(by_variant) | set(PAPER_VARIANTS), key=lambda v: model_order((False, v))):
+        for variant in sorted(set(by_variant) | set(PAPER_VARIANTS), key=lambda v: model_order(("", v))):
             label, row = label_of(variant), by_variant.get(variant)
-            rec = {"corpus": corpus, "mask_padding": mask, "model": model_name(label, mask), "variant": variant,
+            rec = {"corpus": corpus, "setting": setting, "mask_padding": mask, "model": model_name(label, setting),
+                   "variant": variant,
                    "n_seeds": 0 if row is None else int(row["n_seeds"]), "seeds": "" if row is None else row["seeds"]}
             cells = _beside(rec, row, paper.loc[label] if label in paper.index else None)
             rec["parameters"] = None if row is None else row["parameters"]
             rec["best_epoch"] = math.nan if row is None else row["best_epoch"]
             records.append(rec)
-            md_rows.append([rec["model"], str(rec["n_seeds"])] + cells)
+            md_rows.append([label, str(rec["n_seeds"])] + cells)  # the section heading names the setting
         md_rows += _reference_rows(paper, lead=1)
-        heading = f"### {corpus}{' (masked padding)' if mask else ''}\n\n" if len(groups) > 1 else ""
+        heading = f"### {corpus}{f' [{setting}]' if setting else ''}\n\n" if len(groups) > 1 or setting else ""
         sections.append(heading + markdown_table(["Model", "Seeds"] + _metric_header(), md_rows))
 
     title = "Table 2b: PTB test accuracy (%)"
@@ -357,11 +379,11 @@ def ptb_table(runs: pd.DataFrame) -> Table:
 # ---------------------------------------------------------------- Tables 2c, 2d (UD)
 
 def ud_per_treebank(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per (mask_padding, variant, treebank): mean / std over seeds in percent."""
+    """Per (setting, mask_padding, variant, treebank): mean / std over seeds in percent."""
     runs = runs[runs["preset"] == "ud"]
     if runs.empty:
-        return pd.DataFrame(columns=["mask_padding", "variant", "treebank", "n_seeds", "seeds"])
-    return summarize(runs, ["mask_padding", "variant", "treebank"])
+        return pd.DataFrame(columns=["setting", "mask_padding", "variant", "treebank", "n_seeds", "seeds"])
+    return summarize(runs, ["setting", "mask_padding", "variant", "treebank"])
 
 
 def _ud_notes(runs: pd.DataFrame, per_tb: pd.DataFrame, paper_tbs) -> list[str]:
@@ -378,7 +400,7 @@ def _ud_notes(runs: pd.DataFrame, per_tb: pd.DataFrame, paper_tbs) -> list[str]:
     outside = [t for t in tbs if t not in paper_tbs]
     if outside:
         notes.append(f"Treebanks not in the paper (left out of macro means): {', '.join(outside)}.")
-    sets = per_tb[per_tb["treebank"].isin(paper_tbs)].groupby(["mask_padding", "variant"])["treebank"].apply(frozenset)
+    sets = per_tb[per_tb["treebank"].isin(paper_tbs)].groupby(["setting", "variant"])["treebank"].apply(frozenset)
     if sets.nunique() > 1:
         notes.append("The models cover different sets of treebanks, so their macro means differ in what "
                      "they average; compare each with its own \"Paper All (same treebanks)\".")
@@ -393,12 +415,13 @@ def ud_macro_table(runs: pd.DataFrame) -> Table:
     per_tb = ud_per_treebank(runs)
     notes = _ud_notes(runs, per_tb, paper_d.index)
     per_tb = per_tb[per_tb["treebank"].isin(paper_d.index)]
-    groups = {(bool(k[0]), k[1]): g for k, g in per_tb.groupby(["mask_padding", "variant"], sort=False)}
+    groups = {k: g for k, g in per_tb.groupby(["setting", "variant"], sort=False)}
 
     records, md_rows = [], []
-    for mask, variant in sorted(set(groups) | {(False, v) for v in UD_VARIANTS}, key=model_order):
-        label, g = label_of(variant), groups.get((mask, variant))
-        rec = {"mask_padding": mask, "model": model_name(label, mask), "variant": variant,
+    for setting, variant in sorted(set(groups) | {("", v) for v in UD_VARIANTS}, key=model_order):
+        label, g = label_of(variant), groups.get((setting, variant))
+        rec = {"setting": setting, "mask_padding": _is_masked(setting),
+               "model": model_name(label, setting), "variant": variant,
                "n_treebanks": 0 if g is None else len(g),
                "seeds_per_treebank": "" if g is None else _range_text(g["n_seeds"])}
         macro = None if g is None else {c: _nanmean(g[c]) for m in METRICS for c in (m, f"{m}_std")}
@@ -427,18 +450,19 @@ def ud_treebank_table(runs: pd.DataFrame) -> Table:
     title = "Table 2d: UD test accuracy (%) per treebank, all words"
     if per_tb.empty:
         return Table("table2d_ud_per_treebank", title, pd.DataFrame(), _page(title, "", notes), notes)
-    present = {(bool(m), v) for m, v in zip(per_tb["mask_padding"], per_tb["variant"])}
-    models = sorted(present | {(False, v) for v in UD_VARIANTS}, key=model_order)
+    present = set(zip(per_tb["setting"], per_tb["variant"]))
+    models = sorted(present | {("", v) for v in UD_VARIANTS}, key=model_order)
     treebanks = sorted(per_tb["treebank"].unique())
-    index = {(bool(r["mask_padding"]), r["variant"], r["treebank"]): r for _, r in per_tb.iterrows()}
+    index = {(r["setting"], r["variant"], r["treebank"]): r for _, r in per_tb.iterrows()}
 
     records, md_rows = [], []
     for tb in treebanks:
         cells = [tb.replace("_", " ")]
-        for mask, variant in models:
-            label, r = label_of(variant), index.get((mask, variant, tb))
+        for setting, variant in models:
+            label, r = label_of(variant), index.get((setting, variant, tb))
             paper_all = paper_d.at[tb, label] if tb in paper_d.index and label in paper_d.columns else math.nan
-            rec = {"treebank": tb, "mask_padding": mask, "model": model_name(label, mask), "variant": variant,
+            rec = {"treebank": tb, "setting": setting, "mask_padding": _is_masked(setting),
+                   "model": model_name(label, setting), "variant": variant,
                    "n_seeds": 0 if r is None else int(r["n_seeds"]), "seeds": "" if r is None else r["seeds"]}
             for c in (c for m in METRICS for c in (m, f"{m}_std")):
                 rec[c] = math.nan if r is None else r[c]
@@ -452,14 +476,14 @@ def ud_treebank_table(runs: pd.DataFrame) -> Table:
     frame["paper_uppsala"] = frame["treebank"].map(paper_d["Uppsala"])
     # per model, the mean over the treebanks above that are the paper's and that it ran on
     mean_cells = ["**Mean (paper's treebanks above)**"]
-    for mask, variant in models:
-        sub = frame[(frame["mask_padding"] == mask) & (frame["variant"] == variant)
+    for setting, variant in models:
+        sub = frame[(frame["setting"] == setting) & (frame["variant"] == variant)
                     & frame["treebank"].isin(paper_d.index) & frame["all"].notna()]
         ours, theirs = _nanmean(sub["all"]), _nanmean(sub["paper_all"])
         mean_cells.append(f"{fmt(ours)} / {fmt(theirs)} / {fmt(ours - theirs, signed=True)}")
     mean_cells.append(fmt(_nanmean(paper_d.loc[[t for t in treebanks if t in paper_d.index], "Uppsala"])))
     md_rows.append(mean_cells)
-    header = ["Treebank"] + [model_name(label_of(v), m) for m, v in models] + ["Uppsala (paper)"]
+    header = ["Treebank"] + [model_name(label_of(v), s) for s, v in models] + ["Uppsala (paper)"]
     intro = (f"Each cell: ours (mean ± standard deviation over seeds, ddof={STD_DDOF}) / paper (Table 2d) / "
              "Δ = ours − paper. Uppsala: Smith et al. (2018), as the paper quotes it.")
     return Table("table2d_ud_per_treebank", title, frame,

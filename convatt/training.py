@@ -102,7 +102,7 @@ def prepare_data(opts: TrainOptions, log: Callable[[str], None] = print) -> Prep
                             "so the numbers are not comparable to the paper's fastText runs")
     note = " ".join(s for s in [corpus.note, "(--limit %d)" % opts.limit if opts.limit else ""] if s)
     return PreparedData(vocab, enc(corpus.train), enc(corpus.dev), enc(corpus.test), corpus.name, note,
-                        bool(corpus.note) or bool(opts.limit), vectors, vectors_note)
+                        corpus.name == "PTB-sample", vectors, vectors_note)
 
 
 def predict_tags(model: keras.Model, split: EncodedSplit, batch_size: int = 256) -> np.ndarray:

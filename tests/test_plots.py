@@ -13,7 +13,12 @@ from matplotlib.figure import Figure
 from convatt import plots, results
 from convatt.variants import VARIANTS
 
-TINY_LABELS = {VARIANTS["san-pe-add"].label, VARIANTS["san-pe-add-conv2d"].label}
+# the tiny runs are smoke runs (conftest.tiny_options): their setting marks their names
+def tiny_label(variant: str) -> str:
+    return f"{VARIANTS[variant].label} [limit 160, max 2 epochs]"
+
+
+TINY_LABELS = {tiny_label("san-pe-add"), tiny_label("san-pe-add-conv2d")}
 
 
 def lines_by_label(ax) -> dict:
@@ -41,7 +46,7 @@ def test_table2a_has_one_line_per_variant_with_the_mean_over_seeds(tiny_runs):
     assert len(ax.collections) == 2  # one band per variant
     for variant in ("san-pe-add", "san-pe-add-conv2d"):
         per_seed = seed_values(tiny_runs, variant, "history.csv", "epoch")
-        line = lines[VARIANTS[variant].label]
+        line = lines[tiny_label(variant)]
         np.testing.assert_array_equal(line.get_xdata(), per_seed.index.to_numpy())
         np.testing.assert_allclose(line.get_ydata(), per_seed.mean(axis=1).to_numpy())
     assert ax.get_xlabel() == "epoch" and "dev accuracy" in ax.get_ylabel()
@@ -67,10 +72,17 @@ def test_figure2_ptb_left_ud_right(tiny_runs):
     assert set(lines_by_label(left)) == TINY_LABELS and len(left.get_lines()) == 2
     for variant in ("san-pe-add", "san-pe-add-conv2d"):
         per_seed = seed_values(tiny_runs, variant, "curve.csv", "step")
-        line = lines_by_label(left)[VARIANTS[variant].label]
+        line = lines_by_label(left)[tiny_label(variant)]
         np.testing.assert_array_equal(line.get_xdata(), per_seed.index.to_numpy())
         np.testing.assert_allclose(line.get_ydata(), per_seed.mean(axis=1).to_numpy())
     assert right.get_lines() == [] and "no finished UD runs" in [t.get_text() for t in right.texts]
+
+
+def test_figure2_says_when_runs_are_too_short_for_a_curve(tiny_runs):
+    runs = results.load_runs(tiny_runs)
+    curves = results.load_curves(tiny_runs, runs)
+    left, _ = plots.figure2(curves.iloc[:0], runs=runs).axes  # as after `make ptb-all EPOCHS=1` on the sample
+    assert left.get_lines() == [] and "no PTB run has a dev curve" in left.texts[0].get_text()
 
 
 def test_ud_curves_are_averaged_over_treebanks_at_common_steps(tiny_runs, tmp_path):
@@ -88,11 +100,24 @@ def test_ud_curves_are_averaged_over_treebanks_at_common_steps(tiny_runs, tmp_pa
     curves = results.load_curves(tmp_path)
     ax = plots.figure2(curves).axes[1]
     assert "2 treebanks" in ax.get_title()
-    line = lines_by_label(ax)[VARIANTS["san-pe-add"].label]
+    line = lines_by_label(ax)[tiny_label("san-pe-add")]
     full = seed_values(tiny_runs, "san-pe-add", "curve.csv", "step").mean(axis=1)
     common = full.index[:-1]
     np.testing.assert_array_equal(line.get_xdata(), common.to_numpy())
     np.testing.assert_allclose(line.get_ydata(), (full.loc[common] + full.loc[common] / 2).to_numpy() / 2)
+
+
+def test_a_line_ends_where_its_first_seed_stopped(tiny_runs, tmp_path):
+    """Early stopping ends seeds at different epochs: the mean never changes which seeds it covers."""
+    shutil.copytree(tiny_runs, tmp_path / "runs", ignore=shutil.ignore_patterns("model.keras"))
+    history = tmp_path / "runs" / "ptb" / "san-pe-add" / "seed2" / "history.csv"
+    pd.read_csv(history).iloc[:1].to_csv(history, index=False)  # seed 2 stopped after epoch 1
+    fig = plots.plot_epochs(results.load_histories(tmp_path / "runs"), "ptb")
+    lines = lines_by_label(fig.axes[0])
+    np.testing.assert_array_equal(lines[tiny_label("san-pe-add")].get_xdata(), [1])
+    both = seed_values(tiny_runs, "san-pe-add", "history.csv", "epoch").loc[1].mean()
+    np.testing.assert_allclose(lines[tiny_label("san-pe-add")].get_ydata(), [both])
+    np.testing.assert_array_equal(lines[tiny_label("san-pe-add-conv2d")].get_xdata(), [1, 2])
 
 
 def test_write_plots_writes_valid_png_and_pdf(tiny_runs, tmp_path):

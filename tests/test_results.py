@@ -27,9 +27,13 @@ def result_files(root: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(root.rglob("result.json"))]
 
 
-def clone_run(src: Path, dst: Path, **changes) -> Path:
-    """A copy of the run `src` at `dst` with result.json fields changed (dotted keys: "test.all")."""
+def clone_run(src: Path, dst: Path, config: dict | None = None, **changes) -> Path:
+    """A copy of the run `src` at `dst` with result.json fields changed (dotted keys: "test.all")
+    and config.json fields set from `config`."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("model.keras", "checkpoint"))
+    if config:
+        options = json.loads((dst / "config.json").read_text())
+        (dst / "config.json").write_text(json.dumps({**options, **config}))
     result = json.loads((dst / "result.json").read_text())
     for key, value in changes.items():
         where = result
@@ -193,6 +197,9 @@ UD_ACC = {  # treebank -> variant -> test "all" per seed (fractions)
 }
 
 
+FULL_PROTOCOL = {"limit": None, "epochs": 100}  # clones of the tiny runs, as if run as the paper
+
+
 @pytest.fixture
 def ud_runs(tiny_runs, tmp_path) -> Path:
     src = one_tiny_run(tiny_runs)
@@ -201,7 +208,7 @@ def ud_runs(tiny_runs, tmp_path) -> Path:
         for variant, accs in variants.items():
             for seed, acc in enumerate(accs, start=1):
                 oov = None if tb == "Vietnamese-VTB" and seed == 1 else acc - 0.1
-                clone_run(src, root / "ud" / f"UD_{tb}" / variant / f"seed{seed}", preset="ud", corpus=tb,
+                clone_run(src, root / "ud" / f"UD_{tb}" / variant / f"seed{seed}", FULL_PROTOCOL, preset="ud", corpus=tb,
                           is_sample=False, variant=variant, label=VARIANTS[variant].label, seed=seed,
                           **{"test.all": acc, "test.oov": oov, "test.ambiguous": acc - 0.05})
     return root
@@ -269,3 +276,17 @@ def test_treebank_names_match_the_paper_spelling():
     assert results.treebank_key("UD_Old_French-SRCMF") == "Old_French-SRCMF"
     assert results.treebank_key("Old French-SRCMF") == "Old_French-SRCMF"
     assert results.treebank_key("English-LinES") == "English-LinES"
+
+
+def test_smoke_runs_are_never_averaged_with_full_runs(ud_runs, tiny_runs):
+    """A `make ud-all EPOCHS=1` run left beside full runs gets a row of its own."""
+    smoke = clone_run(one_tiny_run(tiny_runs), ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed9",
+                      {"limit": None, "epochs": 1}, preset="ud", corpus="English-LinES", is_sample=False,
+                      variant="san-pe-add", label="SAN+PE[add]", seed=1, **{"test.all": 0.10})
+    runs = results.load_runs(ud_runs)  # seed 1 twice, in two settings: no duplicate
+    assert runs.loc[runs["run_dir"] == str(smoke), "setting"].item() == "max 1 epochs"
+    frame = results.ud_treebank_table(runs).frame.set_index(["treebank", "model"])
+    assert frame.loc[("English-LinES", "SAN+PE[add]"), "all"] == pytest.approx(100 * np.mean([0.90, 0.92, 0.91]))
+    assert frame.loc[("English-LinES", "SAN+PE[add] [max 1 epochs]"), "all"] == pytest.approx(10.0)
+    macro = results.ud_macro_table(runs)
+    assert "SAN+PE[add] [max 1 epochs]" in macro.markdown and "never averaged together" in macro.markdown
