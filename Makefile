@@ -48,6 +48,11 @@ MASK_PADDING ?=
 TRAIN_FLAGS  ?=
 # GPU slots, e.g. "0 1 2 3" (with -j 4); empty: no GPU assignment
 GPUS         ?=
+# extras installed into the venv; "dev,gpu" adds jax[cuda12] (then run with KERAS_BACKEND=jax)
+EXTRAS       ?= dev
+# with KERAS_BACKEND=jax, the runs keep compiled programs here (JAX_COMPILATION_CACHE_DIR)
+# and reuse them in later runs of the same shapes (the seeds of a variant); empty: off
+JAX_CACHE    ?= $(abspath $(RUNS))/.jax-cache
 # parallel runs; the same as make -j JOBS
 JOBS         ?=
 
@@ -117,7 +122,7 @@ train_flags = --preset $(1) --variant $(2) --seed $(patsubst seed%,%,$(3)) --dat
   $(if $(LIMIT),--limit $(LIMIT)) $(if $(MASK_PADDING),--mask-padding) $(TRAIN_FLAGS) --out $(@D)
 define train
 @mkdir -p $(@D)
-$(if $(GPUS),GPUS="$(GPUS)" experiments/gpu_slot.sh )$(CONVATT) train $(strip $(train_flags)) 2>&1 | tee -a $(@D)/train.log
+$(if $(JAX_CACHE),JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) )$(if $(GPUS),GPUS="$(GPUS)" experiments/gpu_slot.sh )$(CONVATT) train $(strip $(train_flags)) 2>&1 | tee -a $(@D)/train.log
 endef
 
 # stem: <variant>/seed<S>
@@ -153,7 +158,7 @@ venv $(VENV): $(VENV_STAMP)
 
 $(VENV_STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -e '.[dev]'
+	$(VENV)/bin/pip install -e '.[$(EXTRAS)]'
 	touch $@
 
 LAYER_TESTS := $(wildcard tests/test_layers_*.py)

@@ -16,6 +16,7 @@ from typing import Callable
 import keras
 import numpy as np
 
+from convatt import interrupt
 from convatt.baseline import baseline_inputs, build_baseline
 from convatt.batching import make_inputs
 from convatt.model import build_tagger
@@ -83,6 +84,7 @@ def _time_steps(models: dict, warmup: list, timed: list) -> dict[str, np.ndarray
     for i, batch in enumerate(timed):
         for name in sorted(models, reverse=i % 2 == 1):
             rows[name].append(_step(*models[name], batch))
+            interrupt.check()
     return {name: np.array(r) for name, r in rows.items()}
 
 
@@ -103,9 +105,10 @@ def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool 
     keras.utils.set_random_seed(seed)
     vectors = np.random.default_rng(seed).uniform(-0.05, 0.05, (n_words, config.word_dim)) \
         if config.pretrained_words else None
+    tagger = build_tagger(config, n_words, n_chars, n_labels, vectors)
     models = {
         "baseline": (build_baseline(config, n_words, n_chars, n_labels, vectors), baseline_inputs),
-        "tagger": (build_tagger(config, n_words, n_chars, n_labels, vectors), make_inputs),
+        "tagger": (tagger, lambda words, chars: make_inputs(words, chars, few_shapes=bool(tagger.jit_compile))),
     }
     timed = batches[warmup:]
     tokens = np.mean([w.sum() for *_, w in timed])

@@ -7,6 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
+from convatt import interrupt
 from convatt.errors import ConvattError
 
 EMBEDDED_DATA = Path(__file__).resolve().parent / "embedded"  # = convatt.data.EMBEDDED_DATA_DIR, without importing it
@@ -162,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _interrupt(signum, frame):
+    interrupt.request_stop()  # seen by the training loop even if the exception below is swallowed
     raise KeyboardInterrupt
 
 

@@ -30,7 +30,7 @@ from typing import Callable
 import keras
 import numpy as np
 
-from convatt import __version__
+from convatt import __version__, interrupt
 from convatt.batching import iterate_batches
 from convatt.data import EncodedSplit, build_vocabularies, encode_split, load_corpus, load_word_vectors
 from convatt.errors import ConvattError
@@ -107,7 +107,8 @@ def prepare_data(opts: TrainOptions, log: Callable[[str], None] = print) -> Prep
 
 def predict_tags(model: keras.Model, split: EncodedSplit, batch_size: int = 256) -> np.ndarray:
     """Predicted tag ids (n, t) for an encoded split."""
-    out = [np.argmax(model.predict_on_batch(x), axis=-1) for x, _, _ in iterate_batches(split, batch_size)]
+    batches = iterate_batches(split, batch_size, few_shapes=bool(model.jit_compile))
+    out = [np.argmax(model.predict_on_batch(x), axis=-1) for x, _, _ in batches]
     return np.concatenate(out) if out else np.zeros_like(split.tags)
 
 
@@ -235,7 +236,8 @@ def _train_epoch(model, data: PreparedData, opts: TrainOptions, state: dict, out
     n_batches = math.ceil(len(data.train) / opts.batch_size)
     progress = Progress(log, epoch, opts.epochs, n_batches)
     loss_sum = correct = tokens = 0.0
-    for i, (x, y, w) in enumerate(iterate_batches(data.train, opts.batch_size, shuffle_seed), start=1):
+    batches = iterate_batches(data.train, opts.batch_size, shuffle_seed, few_shapes=bool(model.jit_compile))
+    for i, (x, y, w) in enumerate(batches, start=1):
         try:
             logs = model.train_on_batch(x, y, sample_weight=w, return_dict=True)
             loss = float(logs["loss"])
@@ -257,6 +259,7 @@ def _train_epoch(model, data: PreparedData, opts: TrainOptions, state: dict, out
             dev = token_accuracy(predict_tags(model, data.dev, opts.eval_batch_size), data.dev.tags)
             state["curve"].append({"step": state["step"], "epoch": epoch, "dev_accuracy": round(dev, 6)})
         progress.update(i, loss_sum / i, correct / max(tokens, 1))
+        interrupt.check()
 
     dev = token_accuracy(predict_tags(model, data.dev, opts.eval_batch_size), data.dev.tags)
     seconds = time.perf_counter() - start

@@ -147,7 +147,10 @@ def test_variables_reach_the_command(tmp_path):
     assert (c["--variant"], c["--seed"], c["--epochs"], c["--limit"]) == ("san-p", "7", "5", "10")
     assert c["--embeddings"] == "/v/wiki.vec" and c["--data"] == "/ptb/wsj"
     assert c["--mask-padding"] is True and c["--jit-compile"] == "off"
-    assert c["_prefix"] == ["GPUS=0 1", "experiments/gpu_slot.sh"]
+    assert c["_prefix"] == [f"JAX_COMPILATION_CACHE_DIR={tmp_path / 'runs' / '.jax-cache'}", "GPUS=0 1",
+                            "experiments/gpu_slot.sh"]
+    (c,) = train_commands(make("ptb-all", "VARIANTS=san-p", "SEEDS=7", "JAX_CACHE=", tmp=tmp_path).stdout)
+    assert c["_prefix"] == []
     # UD runs never get the PTB vectors
     ud = tmp_path / "ud"
     (ud / "UD_English-GUM").mkdir(parents=True)

@@ -5,7 +5,7 @@ import pytest
 import keras
 
 from conftest import ROOT
-from convatt.batching import make_inputs
+from convatt.batching import make_inputs, rows_per_sentence
 from convatt.errors import ConvattError
 from convatt.model import build_tagger, count_parameters
 from convatt.variants import PAPER_VARIANTS, make_config
@@ -58,17 +58,27 @@ def _batch(rng, n=3, t=60, tc=20, n_words=50, n_chars=12, length=(5, 25)):
     return words, chars
 
 
-@pytest.mark.parametrize("variant", ["san-p-r", "san-pe-add-conv", "san-pe-con"])
+@pytest.mark.parametrize("variant", ["san-p-r", "san-pe-add-conv", "san-pe-con", "san-shaw", "san-sin-add",
+                                     "san-alibi"])
 def test_deduplicated_chars_give_the_same_output(variant):
     rng = np.random.default_rng(0)
     model = build_tagger(make_config("ptb", variant), 50, 12, 9, jit_compile=False)
     words, chars = _batch(rng)
     packed, plain = make_inputs(words, chars, dedupe=True), make_inputs(words, chars, dedupe=False)
-    assert packed["char_rows"].shape[1] < plain["char_rows"].shape[1]
+    few = make_inputs(words, chars, few_shapes=True)
+    assert packed["char_rows"].shape[1] < few["char_rows"].shape[1] < plain["char_rows"].shape[1]
     out = model.predict_on_batch(packed)
     assert out.shape == (3, 60, 9)
     np.testing.assert_allclose(out, model.predict_on_batch(plain), atol=1e-6)
+    np.testing.assert_allclose(out, model.predict_on_batch(few), atol=1e-6)
     np.testing.assert_allclose(out.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("n_rows, few_shapes, expected", [
+    (1, False, 4), (128, False, 4), (129, False, 8), (1000, False, 32), (1920, False, 60),
+    (1, True, 8), (257, True, 16), (513, True, 24), (1537, True, 60), (1920, True, 60)])
+def test_rows_per_sentence_rounds_up_to_few_shapes(n_rows, few_shapes, expected):
+    assert rows_per_sentence(n_rows, 32, 60, few_shapes) == expected
 
 
 def test_word_vectors_are_loaded_and_checked():

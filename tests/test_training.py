@@ -166,3 +166,22 @@ def test_a_signal_leaves_a_resumable_directory(tmp_path, signum):
     assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 1
     resumed = subprocess.run(tiny_command(run), check=True, capture_output=True, text=True)
     assert "resuming from epoch 1" in resumed.stdout and (run / "result.json").exists()
+
+
+def test_a_swallowed_interrupt_still_stops_the_run_after_the_batch(tmp_path):
+    """A backend may swallow the KeyboardInterrupt of a signal (JAX's gc callback does);
+    the flag the CLI's handler also sets stops the run after the batch in progress."""
+    from convatt import interrupt
+
+    def log(line):
+        if line.startswith("epoch 2/2  batch 1/"):
+            interrupt.request_stop()  # as the CLI's handler does, its exception lost
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_run(tiny_options(tmp_path / "run"), log=log)
+    finally:
+        interrupt.clear()
+    state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text())
+    assert state["epoch"] == 1 and not (tmp_path / "run" / "result.json").exists()
+    assert not (tmp_path / "run" / ".lock").exists()
