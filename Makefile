@@ -17,7 +17,7 @@
 # where it stopped (the run itself resumes from its last finished epoch), and
 # `make -j N` trains N runs at once, each in its own directory.
 # Several GPUs: `make -j 4 ptb-all GPUS="0 1 2 3"` (see experiments/gpu_slot.sh).
-# The how-to is experiments/README_grid.md. Paths must not contain spaces.
+# The how-to is README.md ("Running the experiments"). Paths must not contain spaces.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c

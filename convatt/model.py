@@ -28,7 +28,25 @@ from convatt.variants import TaggerConfig
 
 @keras.saving.register_keras_serializable(package="convatt")
 class GatherCharFeatures(keras.layers.Layer):
-    """features (n, f) or (b, k, f) and index (b, t) into the flattened rows -> (b, t, f)."""
+    """Per-token features from the features of a batch's distinct char rows.
+
+    The char CNN runs on the distinct char rows of a batch (`convatt.batching`);
+    this layer gives every token position the features of its row.
+
+    Call arguments:
+        features: `(n, f)` or `(b, k, f)` features of the rows (flattened to `(b * k, f)`).
+        index: int `(b, t)`, each token's row in the flattened rows.
+
+    Returns:
+        `(b, t, f)`.
+
+    Example:
+    ```python
+    features = np.random.rand(2, 3, 64).astype("float32")  # 6 distinct rows
+    index = np.array([[0, 1, 1, 5], [2, 2, 3, 4]])
+    GatherCharFeatures()(features, index).shape  # (2, 4, 64)
+    ```
+    """
 
     def call(self, features, index):
         flat = ops.reshape(features, (-1, ops.shape(features)[-1]))
