@@ -19,7 +19,6 @@ notebook shows them inline.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from matplotlib.figure import Figure
 
 from convatt.errors import ConvattError
 from convatt.results import load_curves, load_histories, load_runs, model_order
+from convatt.rundir import atomic_path, commit
 from convatt.variants import VARIANTS
 
 BANDS = ("minmax", "std")
@@ -171,9 +171,9 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     paths = []
     for fmt in ("png", "pdf"):
         path = stem.with_name(f"{stem.name}.{fmt}")
-        tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+        tmp = atomic_path(path)
         fig.savefig(tmp, format=fmt, dpi=150)
-        os.replace(tmp, path)
+        commit(tmp, path)
         paths.append(path)
     return paths
 

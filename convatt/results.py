@@ -33,6 +33,7 @@ import pandas as pd
 
 from convatt.data.corpus import EMBEDDED_DATA_DIR
 from convatt.errors import ConvattError
+from convatt.rundir import write_text
 from convatt.variants import PAPER_VARIANTS, UD_VARIANTS, VARIANTS
 
 REFERENCE_DIR = Path(os.environ.get("CONVATT_REFERENCE", EMBEDDED_DATA_DIR / "paper"))
@@ -527,8 +528,8 @@ def write_tables(runs: Path, out: Path) -> list[Path]:
     tables = build_tables(frame)
     for table in tables:
         md, csv = out / f"{table.name}.md", out / f"{table.name}.csv"
-        _atomic_write(md, table.markdown)
-        _atomic_write(csv, table.frame.to_csv(index=False, float_format="%.4f"))
+        write_text(md, table.markdown)
+        write_text(csv, table.frame.to_csv(index=False, float_format="%.4f"))
         written += [md, csv]
         for note in table.notes:
             if note not in said:
@@ -539,9 +540,3 @@ def write_tables(runs: Path, out: Path) -> list[Path]:
     if not (frame["preset"] == "ptb").any():
         print("note: no finished PTB runs, so Table 2b was not written")
     return written
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    tmp.write_text(text)
-    os.replace(tmp, path)

@@ -39,10 +39,14 @@ def commit(tmp: Path, path: Path) -> None:
     _fsync(path.parent)
 
 
-def write_json(path: Path, data: dict) -> None:
+def write_text(path: Path, text: str) -> None:
     tmp = atomic_path(path)
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    tmp.write_text(text)
     commit(tmp, path)
+
+
+def write_json(path: Path, data: dict) -> None:
+    write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 def write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
