@@ -132,7 +132,11 @@ def plot_epochs(histories: pd.DataFrame, preset: str = "ptb", band: str = "minma
     """Table 2a: dev accuracy after each epoch, one line per model with a band over seeds."""
     fig, (ax,) = _figure()
     _panel(ax, histories, preset, "epoch", band, "epoch")
-    if ax.get_lines():
+    epochs = sorted({x for line in ax.get_lines() for x in line.get_xdata()})
+    if 0 < len(epochs) <= 10:
+        ax.set_xticks(epochs)  # whole epochs only, also for a single one
+        ax.set_xlim(min(epochs) - 0.5, max(epochs) + 0.5)
+    elif epochs:
         ax.xaxis.get_major_locator().set_params(integer=True)
     which = "Table 2a" if preset == "ptb" else "As Table 2a"
     fig.suptitle(f"{which}: development accuracy during training ({_band_text(band)})", fontsize="medium")

@@ -68,12 +68,12 @@ def treebank_key(name: str) -> str:
 
 def run_setting(mask_padding: bool, limit, max_epochs) -> str:
     """What sets a run's protocol apart from the paper's, "" for none: "mask", "limit 200",
-    "max 1 epochs". Runs of different settings are never averaged together."""
+    "max 5 epochs". Runs of different settings are never averaged together."""
     parts = ["mask"] if mask_padding else []
     if limit:
         parts.append(f"limit {int(limit)}")
     if max_epochs is not None and not pd.isna(max_epochs) and int(max_epochs) < PAPER_EPOCHS:
-        parts.append(f"max {int(max_epochs)} epochs")
+        parts.append(f"max {int(max_epochs)} epoch{'' if int(max_epochs) == 1 else 's'}")
     return ", ".join(parts)
 
 

@@ -118,6 +118,7 @@ def test_a_line_ends_where_its_first_seed_stopped(tiny_runs, tmp_path):
     both = seed_values(tiny_runs, "san-pe-add", "history.csv", "epoch").loc[1].mean()
     np.testing.assert_allclose(lines[tiny_label("san-pe-add")].get_ydata(), [both])
     np.testing.assert_array_equal(lines[tiny_label("san-pe-add-conv2d")].get_xdata(), [1, 2])
+    assert list(fig.axes[0].get_xticks()) == [1, 2]  # whole epochs only
 
 
 def test_write_plots_writes_valid_png_and_pdf(tiny_runs, tmp_path):

@@ -284,9 +284,9 @@ def test_smoke_runs_are_never_averaged_with_full_runs(ud_runs, tiny_runs):
                       {"limit": None, "epochs": 1}, preset="ud", corpus="English-LinES", is_sample=False,
                       variant="san-pe-add", label="SAN+PE[add]", seed=1, **{"test.all": 0.10})
     runs = results.load_runs(ud_runs)  # seed 1 twice, in two settings: no duplicate
-    assert runs.loc[runs["run_dir"] == str(smoke), "setting"].item() == "max 1 epochs"
+    assert runs.loc[runs["run_dir"] == str(smoke), "setting"].item() == "max 1 epoch"
     frame = results.ud_treebank_table(runs).frame.set_index(["treebank", "model"])
     assert frame.loc[("English-LinES", "SAN+PE[add]"), "all"] == pytest.approx(100 * np.mean([0.90, 0.92, 0.91]))
-    assert frame.loc[("English-LinES", "SAN+PE[add] [max 1 epochs]"), "all"] == pytest.approx(10.0)
+    assert frame.loc[("English-LinES", "SAN+PE[add] [max 1 epoch]"), "all"] == pytest.approx(10.0)
     macro = results.ud_macro_table(runs)
-    assert "SAN+PE[add] [max 1 epochs]" in macro.markdown and "never averaged together" in macro.markdown
+    assert "SAN+PE[add] [max 1 epoch]" in macro.markdown and "never averaged together" in macro.markdown
