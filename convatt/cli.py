@@ -17,6 +17,10 @@ DEFAULT_DATA = {"ptb": EMBEDDED_DATA / "ptb-sample", "ud": EMBEDDED_DATA / "ud-2
 def _quiet_backend() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    if os.environ["KERAS_BACKEND"] == "tensorflow":
+        # TensorFlow's TFLite imports JAX whenever it is installed: 0.6 s and a second XLA
+        # runtime in the process, which the tensorflow backend never uses.
+        sys.modules.setdefault("jax", None)
 
 
 def cmd_params(args) -> None:
@@ -25,7 +29,7 @@ def cmd_params(args) -> None:
 
     make_config(args.preset, "san")  # a misspelt preset fails here, with a suggestion
     for flag in ("n_words", "n_chars", "n_labels"):
-        _check_positive(f"--{flag.replace('_', '-')}", getattr(args, flag), minimum=3)
+        _check_at_least(f"--{flag.replace('_', '-')}", getattr(args, flag), minimum=3)
     from convatt.model import build_tagger, count_parameters
 
     sizes = [args.n_words, args.n_chars, args.n_labels]
@@ -52,7 +56,7 @@ def cmd_params(args) -> None:
         print(f"{name:<20}{VARIANTS[name].label:<22}{n:>12,}{n - counts['san']:>+12,}{ext:>12}")
 
 
-def _check_positive(flag: str, value: int | None, minimum: int = 1) -> None:
+def _check_at_least(flag: str, value: int | None, minimum: int = 1) -> None:
     if value is not None and value < minimum:
         raise ConvattError(f"{flag} must be at least {minimum}, not {value}")
 
@@ -64,10 +68,10 @@ def cmd_train(args) -> None:
     from convatt.training import TrainOptions, train_run
 
     data = args.data or DEFAULT_DATA[args.preset]
-    _check_positive("--epochs", args.epochs)
-    _check_positive("--limit", args.limit)
-    _check_positive("--curve-every", args.curve_every, minimum=0)
-    _check_positive("--embeddings-limit", args.embeddings_limit, minimum=0)
+    _check_at_least("--epochs", args.epochs)
+    _check_at_least("--limit", args.limit)
+    _check_at_least("--curve-every", args.curve_every, minimum=0)
+    _check_at_least("--embeddings-limit", args.embeddings_limit, minimum=0)
     if args.embeddings and not config.pretrained_words:
         raise ConvattError(f"--embeddings applies to the ptb preset (frozen pretrained vectors); the "
                            f"{args.preset} preset trains its word embeddings from random, as the paper")

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+    # TensorFlow's TFLite imports JAX whenever it is installed (it is, for the JAX layer
+    # tests): two XLA runtimes in one process for nothing. Make `import jax` fail here.
+    sys.modules.setdefault("jax", None)
 
 ROOT = Path(__file__).resolve().parent.parent
 PTB_SAMPLE = ROOT / "convatt" / "embedded" / "ptb-sample"
