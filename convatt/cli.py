@@ -64,9 +64,7 @@ def _check_at_least(flag: str, value: int | None, minimum: int = 1) -> None:
 def cmd_train(args) -> None:
     from convatt.variants import make_config
 
-    config = make_config(args.preset, args.variant)  # fail on a misspelt name before loading Keras
-    from convatt.training import TrainOptions, train_run
-
+    config = make_config(args.preset, args.variant)  # bad arguments fail before Keras is loaded
     data = args.data or DEFAULT_DATA[args.preset]
     _check_at_least("--epochs", args.epochs)
     _check_at_least("--limit", args.limit)
@@ -75,6 +73,8 @@ def cmd_train(args) -> None:
     if args.embeddings and not config.pretrained_words:
         raise ConvattError(f"--embeddings applies to the ptb preset (frozen pretrained vectors); the "
                            f"{args.preset} preset trains its word embeddings from random, as the paper")
+    from convatt.training import TrainOptions, train_run
+
     train_run(TrainOptions(
         preset=args.preset, variant=args.variant, seed=args.seed, data=str(data), out=str(args.out),
         embeddings=args.embeddings, embeddings_limit=args.embeddings_limit or None, epochs=args.epochs,
