@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 
 from convatt.errors import ConvattError
 from convatt.results import load_curves, load_histories, load_runs, model_order
-from convatt.rundir import atomic_path, commit
+from convatt.rundir import write_atomically
 from convatt.variants import VARIANTS
 
 BANDS = ("minmax", "std")
@@ -175,9 +175,7 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     paths = []
     for fmt in ("png", "pdf"):
         path = stem.with_name(f"{stem.name}.{fmt}")
-        tmp = atomic_path(path)
-        fig.savefig(tmp, format=fmt, dpi=150)
-        commit(tmp, path)
+        write_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150))
         paths.append(path)
     return paths
 

@@ -14,7 +14,7 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from convatt.errors import ConvattError
 
@@ -39,10 +39,15 @@ def commit(tmp: Path, path: Path) -> None:
     _fsync(path.parent)
 
 
-def write_text(path: Path, text: str) -> None:
+def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
+    """`write(tmp)` to a temporary sibling of `path`, then `commit` it into place."""
     tmp = atomic_path(path)
-    tmp.write_text(text)
+    write(tmp)
     commit(tmp, path)
+
+
+def write_text(path: Path, text: str) -> None:
+    write_atomically(path, lambda tmp: tmp.write_text(text))
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -50,12 +55,13 @@ def write_json(path: Path, data: dict) -> None:
 
 
 def write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
-    tmp = atomic_path(path)
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    commit(tmp, path)
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    write_atomically(path, write)
 
 
 def read_json_or_none(path: Path) -> dict | None:

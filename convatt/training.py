@@ -36,7 +36,7 @@ from convatt.data import EncodedSplit, build_vocabularies, encode_split, load_co
 from convatt.errors import ConvattError
 from convatt.metrics import accuracy_report, token_accuracy
 from convatt.model import build_tagger, count_parameters
-from convatt.rundir import read_json, read_json_or_none, run_lock, write_csv, write_json
+from convatt.rundir import read_json, read_json_or_none, run_lock, write_atomically, write_csv, write_json
 from convatt.variants import make_config
 
 HISTORY_COLUMNS = ["epoch", "loss", "train_accuracy", "dev_accuracy", "seconds"]
@@ -216,9 +216,7 @@ def _train_locked(opts: TrainOptions, out: Path, log: Callable[[str], None]) -> 
         "wall_seconds": round(state["seconds"], 1), "backend": keras.backend.backend(),
         "convatt_version": __version__,
     }
-    tmp = out / ".tmp-model.keras"
-    model.save(tmp)
-    tmp.replace(out / "model.keras")
+    write_atomically(out / "model.keras", model.save)
     write_json(out / "result.json", result)
     shutil.rmtree(ckpt, ignore_errors=True)
     t = result["test"]
@@ -291,12 +289,8 @@ def _save_checkpoint(model: keras.Model, state: dict, ckpt: Path) -> None:
     ckpt.mkdir(exist_ok=True)
     epoch = state["epoch"]
     if state.pop("improved"):
-        tmp = ckpt / ".tmp-best.weights.h5"
-        model.save_weights(tmp)
-        tmp.replace(ckpt / f"best-{epoch}.weights.h5")
-    tmp = ckpt / ".tmp-model.keras"
-    model.save(tmp)
-    tmp.replace(ckpt / f"epoch-{epoch}.keras")
+        write_atomically(ckpt / f"best-{epoch}.weights.h5", model.save_weights)
+    write_atomically(ckpt / f"epoch-{epoch}.keras", model.save)
     state["seed_states"] = [keras.ops.convert_to_numpy(v).tolist() for v in _seed_states(model)]
     write_json(ckpt / "state.json", state)
     keep = {f"best-{state['best_epoch']}.weights.h5", f"epoch-{epoch}.keras", "state.json"}
