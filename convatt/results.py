@@ -348,18 +348,17 @@ def ptb_table(runs: pd.DataFrame) -> Table:
             notes.append(f"{int(runs['embeddings'].isna().sum())} PTB runs trained without pretrained word "
                          "vectors (the paper: fastText wiki-news-300d-1M-subword.vec, frozen).")
         notes += _common_notes(runs)
-    ours = summarize(runs, ["corpus", "setting", "mask_padding", "variant"]) if not runs.empty else pd.DataFrame()
-    groups = (list(ours.groupby(["corpus", "setting", "mask_padding"], sort=False)) if not ours.empty
-              else [((None, "", False), ours)])
+    ours = summarize(runs, ["corpus", "setting", "variant"]) if not runs.empty else pd.DataFrame()
+    groups = list(ours.groupby(["corpus", "setting"], sort=False)) if not ours.empty else [((None, ""), ours)]
 
     records, sections = [], []
-    for (corpus, setting, mask), group in groups:
-        mask = bool(mask)
+    for (corpus, setting), group in groups:
         by_variant = {r["variant"]: r for _, r in group.iterrows()}
         md_rows = []
         for variant in sorted(set(by_variant) | set(PAPER_VARIANTS), key=lambda v: model_order(("", v))):
             label, row = label_of(variant), by_variant.get(variant)
-            rec = {"corpus": corpus, "setting": setting, "mask_padding": mask, "model": model_name(label, setting),
+            rec = {"corpus": corpus, "setting": setting, "mask_padding": _is_masked(setting),
+                   "model": model_name(label, setting),
                    "variant": variant,
                    "n_seeds": 0 if row is None else int(row["n_seeds"]), "seeds": "" if row is None else row["seeds"]}
             cells = _beside(rec, row, paper.loc[label] if label in paper.index else None)
@@ -380,11 +379,11 @@ def ptb_table(runs: pd.DataFrame) -> Table:
 # ---------------------------------------------------------------- Tables 2c, 2d (UD)
 
 def ud_per_treebank(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per (setting, mask_padding, variant, treebank): mean / std over seeds in percent."""
+    """Per (setting, variant, treebank): mean / std over seeds in percent."""
     runs = runs[runs["preset"] == "ud"]
     if runs.empty:
-        return pd.DataFrame(columns=["setting", "mask_padding", "variant", "treebank", "n_seeds", "seeds"])
-    return summarize(runs, ["setting", "mask_padding", "variant", "treebank"])
+        return pd.DataFrame(columns=["setting", "variant", "treebank", "n_seeds", "seeds"])
+    return summarize(runs, ["setting", "variant", "treebank"])
 
 
 def _ud_notes(runs: pd.DataFrame, per_tb: pd.DataFrame, paper_tbs) -> list[str]:
