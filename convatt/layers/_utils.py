@@ -38,10 +38,9 @@ def per_head_initializer(
     built from one initializer never start out equal.
     """
     init = keras.initializers.get(initializer)
-    if not isinstance(init, keras.initializers.VarianceScaling):
-        return distinct_initializer(init, seed_offset)
-    if getattr(init, "input_axes", None) is not None or getattr(init, "output_axes", None) is not None:
-        return distinct_initializer(init, seed_offset)  # the user chose the fan axes explicitly
+    explicit_axes = getattr(init, "input_axes", None) is not None or getattr(init, "output_axes", None) is not None
+    if not isinstance(init, keras.initializers.VarianceScaling) or explicit_axes:
+        return distinct_initializer(init, seed_offset)  # nothing to rescale, or the user chose the fan axes
     full_in, full_out = _fans(shape)
     head_in, head_out = _fans(per_head_shape)
     if init.mode == "fan_in":
