@@ -44,8 +44,9 @@ def _head(x, config: TaggerConfig, first: bool, name: str):
 
     def project(what):
         if spec.temperature:
-            return TemperatureDense(hd, name=f"{name}_{what}")(x)
-        return layers.Dense(hd, use_bias=False, name=f"{name}_{what}")(x)
+            return TemperatureDense(hd, kernel_initializer=config.attention_initializer, name=f"{name}_{what}")(x)
+        return layers.Dense(hd, use_bias=False, kernel_initializer=config.attention_initializer,
+                            name=f"{name}_{what}")(x)
 
     q, k, v = project("query"), project("key"), project("value")
     scores = ops.matmul(q, ops.transpose(k, (0, 2, 1))) * (1.0 / math.sqrt(hd))
@@ -53,7 +54,8 @@ def _head(x, config: TaggerConfig, first: bool, name: str):
     if spec.position_interaction and first:
         scores = PositionInteraction(t, 1, name=f"{name}_position_interaction")(scores)
     if spec.relative_bias and first:
-        scores = RelativeBias(t, 1, name=f"{name}_relative_bias")(scores)
+        scores = RelativeBias(t, 1, parameterization=config.relative_bias_parameterization,
+                              name=f"{name}_relative_bias")(scores)
     attention = ops.softmax(scores, axis=-1)[:, 0]  # (b, t, t)
     if spec.attention_conv == "1d":  # over the query axis, the t key columns as channels
         attention = layers.Conv1D(t, 3, padding="same", activation="relu", name=f"{name}_attention_conv")(attention)
@@ -96,7 +98,8 @@ def build_baseline(config: TaggerConfig, n_words: int, n_chars: int, n_labels: i
     for i in range(config.num_layers):
         z = layers.Dropout(config.dropout, name=f"dropout_{i + 1}")(h)
         heads = [_head(z, config, i == 0, f"attention_{i + 1}_head_{j}") for j in range(config.num_heads)]
-        h = layers.Add(name=f"residual_{i + 1}")([h, layers.Concatenate(name=f"attention_{i + 1}")(heads)])
+        residual = z if config.residual_adds_dropped else h  # the original adds the dropped tensor
+        h = layers.Add(name=f"residual_{i + 1}")([residual, layers.Concatenate(name=f"attention_{i + 1}")(heads)])
 
     out = layers.Concatenate(name="output_features")([h0, h])
     tags = layers.Dense(n_labels, activation="softmax", name="tags")(out)

@@ -73,14 +73,43 @@ def cmd_train(args) -> None:
     if args.embeddings and not config.pretrained_words:
         raise ConvattError(f"--embeddings applies to the ptb preset (frozen pretrained vectors); the "
                            f"{args.preset} preset trains its word embeddings from random, as the paper")
-    from convatt.training import TrainOptions, train_run
+    from convatt.runs import RunConfig
 
-    train_run(TrainOptions(
-        preset=args.preset, variant=args.variant, seed=args.seed, data=str(data), out=str(args.out),
-        embeddings=args.embeddings, embeddings_limit=args.embeddings_limit or None, epochs=args.epochs,
+    run = RunConfig(
+        preset=args.preset, variant=args.variant, seed=args.seed, data=_resolved(data), out=str(args.out),
+        embeddings=_resolved(args.embeddings), embeddings_limit=args.embeddings_limit or None, epochs=args.epochs,
         limit=args.limit, mask_padding=args.mask_padding, curve_every=args.curve_every,
         curve_until=args.curve_until, jit_compile={"auto": "auto", "on": True, "off": False}[args.jit_compile],
-    ))
+        protocol=_protocol(args),
+    )
+    from convatt.training import train_run
+
+    train_run(run)
+
+
+def _resolved(path) -> str | None:
+    """An absolute path, so that the run can be evaluated and resumed from anywhere."""
+    return None if path is None else str(Path(path).expanduser().resolve())
+
+
+def _protocol(args):
+    """--protocol, then the per-item options that override it."""
+    from convatt.protocol import Protocol
+
+    items = {f.name: getattr(args, f.name) for f in Protocol.items()}
+    return Protocol.named(args.protocol).with_overrides(**items)
+
+
+def _add_protocol_options(p: argparse.ArgumentParser) -> None:
+    from convatt.protocol import ORIGINAL, PROTOCOL_NAMES, Protocol
+
+    p.add_argument("--protocol", choices=PROTOCOL_NAMES, default=ORIGINAL,
+                   help="train as the paper's code (original, Keras 2.2.4) or with Keras 3's defaults "
+                        "(keras3); the options below change one item of it (ablations)")
+    group = p.add_argument_group("protocol items (default: the --protocol's)")
+    for item in Protocol.items():
+        choices = list(dict.fromkeys(item.metadata["choices"].values()))
+        group.add_argument("--" + item.name.replace("_", "-"), choices=choices, help=item.metadata["help"])
 
 
 def cmd_evaluate(args) -> None:
@@ -111,6 +140,13 @@ def cmd_bench(args) -> None:
     run_benchmark(preset=args.preset, variant=args.variant, quick=args.quick)
 
 
+def _default(option: str):
+    """The default of a `convatt train` option: `RunConfig`'s, the one source of them."""
+    from convatt.runs import RunConfig
+
+    return RunConfig.__dataclass_fields__[option].default
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convatt", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
@@ -131,15 +167,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="PTB: directory of .mrg files; UD: one treebank directory "
                                   "(default: the embedded PTB sample / UD_English-LinES)")
     p.add_argument("--embeddings", help="fastText vectors, .vec or .bin (PTB preset)")
-    p.add_argument("--embeddings-limit", type=int, default=100_000,
+    p.add_argument("--embeddings-limit", type=int, default=_default("embeddings_limit"),
                    help="read the first N vectors of a .vec file, as the paper (0: all)")
-    p.add_argument("--epochs", type=int, default=100, help="maximum epochs (early stopping, patience 3)")
+    p.add_argument("--epochs", type=int, default=_default("epochs"),
+                   help=f"maximum epochs (early stopping, patience {_default('patience')})")
     p.add_argument("--limit", type=int, help="use at most N sentences per split (smoke runs)")
     p.add_argument("--mask-padding", action="store_true", help="mask PAD keys in attention (not in the paper)")
-    p.add_argument("--curve-every", type=int, default=100, help="dev accuracy every N batches (Figure 2)")
-    p.add_argument("--curve-until", type=int, default=2000, help="... up to this global batch (-1: always)")
+    p.add_argument("--curve-every", type=int, default=_default("curve_every"),
+                   help="dev accuracy every N batches (Figure 2)")
+    p.add_argument("--curve-until", type=int, default=_default("curve_until"),
+                   help="... up to this global batch (-1: always)")
     p.add_argument("--jit-compile", choices=["auto", "on", "off"], default="auto")
     p.add_argument("--out", required=True, help="run directory")
+    _add_protocol_options(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="evaluate a finished run's model on a corpus split")

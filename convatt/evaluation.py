@@ -7,8 +7,8 @@ import keras
 
 from convatt.data import Vocabularies, encode_split, load_corpus
 from convatt.errors import ConvattError
-from convatt.rundir import read_json
-from convatt.training import evaluate
+from convatt.runs import RunConfig
+from convatt.prediction import evaluate
 from convatt.variants import make_config
 
 
@@ -18,11 +18,10 @@ def evaluate_run(run: str | Path, data: str | Path | None = None, split: str = "
     for name in ("config.json", "vocab.json", "model.keras"):
         if not (run / name).exists():
             raise ConvattError(f"not a finished run directory: {name} is missing", run)
-    opts = read_json(run / "config.json")
-    config = make_config(opts["preset"], opts["variant"])
+    config = RunConfig.load(run)
+    tagger = make_config(config.preset, config.variant, config.protocol)
     vocab = Vocabularies.load(run / "vocab.json")
-    corpus = load_corpus(opts["preset"], data or opts["data"])
-    encoded = encode_split(getattr(corpus, split), vocab.words, vocab.chars, vocab.tags, vocab.ambiguous,
-                           config.max_len, config.max_word_len)
+    corpus = load_corpus(config.preset, data or config.data)
+    encoded = encode_split(getattr(corpus, split), vocab, tagger.max_len, tagger.max_word_len)
     model = keras.saving.load_model(run / "model.keras")
     return evaluate(model, encoded, list(vocab.tags.tokens))

@@ -47,3 +47,19 @@ def token_accuracy(predicted: np.ndarray, gold: np.ndarray) -> float:
     """Accuracy over non-PAD tokens (the early-stopping criterion)."""
     valid = gold != 0
     return float(((predicted == gold) & valid).sum() / max(int(valid.sum()), 1))
+
+
+def batch_mean_accuracy(predicted: np.ndarray, gold: np.ndarray, batch_size: int = 32) -> float:
+    """The original code's early-stopping metric `val_true_acc`.
+
+    Keras 2.2.4 evaluated the dev split in batches of `batch_size` sequences (in
+    order), computed each batch's accuracy over its non-PAD tokens, and averaged
+    the batches weighted by their number of sequences: a batch of short sentences
+    counts as much as one of long sentences, unlike `token_accuracy`.
+    """
+    n = len(gold)
+    total = 0.0
+    for start in range(0, n, batch_size):
+        p, g = predicted[start:start + batch_size], gold[start:start + batch_size]
+        total += token_accuracy(p, g) * len(g)
+    return total / max(n, 1)

@@ -3,7 +3,8 @@
     words -> word embedding (+ position embedding, added or concatenated)
     chars -> char embedding -> 3 x Conv1D(64, 5, relu, same) -> max over chars
     h0 = concat(word part, char part)                      d_model = word (+64) + 64
-    h_{l+1} = h_l + SelfAttention(Dropout(0.1)(h_l))      4 layers, 4 heads
+    h_{l+1} = D(h_l) + SelfAttention(D(h_l)), D = Dropout(0.1)    4 layers, 4 heads
+                  (the original code's residual; `h_l + ...` with residual_adds_dropped=False)
     tags = Dense(n_labels, softmax)(concat(h0, h4))
 
 Per-layer modifications (REFERENCE.md): +P and +R in the first layer only; +Temp
@@ -23,6 +24,8 @@ from convatt.layers import (
     SelfAttention,
     SinusoidalPositionEncoding,
 )
+from convatt.optimizers import RMSpropKeras2
+from convatt.protocol import DEFAULT_PROTOCOL, Protocol
 from convatt.variants import TaggerConfig
 
 
@@ -67,11 +70,14 @@ def char_encoder(config: TaggerConfig, n_chars: int, char_rows):
 
 
 def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int,
-                 word_vectors: np.ndarray | None = None, jit_compile: bool | str = "auto") -> keras.Model:
+                 word_vectors: np.ndarray | None = None, jit_compile: bool | str = "auto",
+                 protocol: Protocol = DEFAULT_PROTOCOL) -> keras.Model:
     """Build and compile the tagger of one variant.
 
     Args:
         config: the architecture (`convatt.variants.make_config`).
+        protocol: the optimizer and loss (`compile_tagger`); the network's own
+            protocol choices are in `config`.
         n_words, n_chars, n_labels: vocabulary sizes, PAD and OOV included.
         word_vectors: optional (n_words, word_dim) initial word embeddings.
         jit_compile: passed to `Model.compile`. The default "auto" lets Keras choose:
@@ -111,11 +117,13 @@ def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int
             attention_conv=spec.attention_conv,
             relative_position_representation=config.shaw_clip if spec.shaw else None,
             alibi=spec.alibi,
+            relative_bias_parameterization=config.relative_bias_parameterization,
+            kernel_initializer=config.attention_initializer,
             name=f"attention_{i + 1}",
         )
-        z = layers.Dropout(config.dropout, name=f"dropout_{i + 1}")(h)
-        z = attention(z, attention_mask=attention_mask) if attention_mask is not None else attention(z)
-        h = layers.Add(name=f"residual_{i + 1}")([h, z])
+        dropped = layers.Dropout(config.dropout, name=f"dropout_{i + 1}")(h)
+        z = attention(dropped, attention_mask=attention_mask) if attention_mask is not None else attention(dropped)
+        h = layers.Add(name=f"residual_{i + 1}")([dropped if config.residual_adds_dropped else h, z])
 
     out = layers.Concatenate(name="output_features")([h0, h])
     tags = layers.Dense(n_labels, activation="softmax", name="tags")(out)
@@ -125,15 +133,23 @@ def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int
         if word_vectors.shape != (n_words, config.word_dim):
             raise ValueError(f"word_vectors has shape {word_vectors.shape}, expected {(n_words, config.word_dim)}")
         word_embedding.set_weights([word_vectors.astype("float32")])
-    compile_tagger(model, jit_compile)
+    compile_tagger(model, jit_compile, protocol)
     return model
 
 
-def compile_tagger(model: keras.Model, jit_compile: bool | str = "auto") -> None:
-    """RMSprop with Keras defaults; cross-entropy weighted 0 on PAD (REFERENCE.md)."""
+def compile_tagger(model: keras.Model, jit_compile: bool | str = "auto",
+                   protocol: Protocol = DEFAULT_PROTOCOL) -> None:
+    """RMSprop (lr 0.001, rho 0.9, eps 1e-7) and cross-entropy weighted 0 on PAD (REFERENCE.md).
+
+    The original protocol: Keras 2.2.4's RMSprop update, and the weighted loss divided
+    by the batch's real tokens (Keras 2.2.4's `weighted_masked_objective`); Keras 3's:
+    its own RMSprop, and the weighted loss divided by all positions.
+    """
+    optimizer = RMSpropKeras2() if protocol.optimizer == "keras2-rmsprop" else keras.optimizers.RMSprop()
+    reduction = "mean_with_sample_weight" if protocol.loss == "real-tokens" else "sum_over_batch_size"
     model.compile(
-        optimizer=keras.optimizers.RMSprop(),
-        loss="sparse_categorical_crossentropy",
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(reduction=reduction),
         weighted_metrics=["sparse_categorical_accuracy"],
         jit_compile=jit_compile,
     )

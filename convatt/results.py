@@ -33,7 +33,8 @@ import pandas as pd
 
 from convatt.data.corpus import EMBEDDED_DATA_DIR
 from convatt.errors import ConvattError
-from convatt.rundir import write_text
+from convatt.rundir import read_json, write_text
+from convatt.runs import RunConfig, RunResult, Setting
 from convatt.variants import PAPER_VARIANTS, UD_VARIANTS, VARIANTS
 
 REFERENCE_DIR = Path(os.environ.get("CONVATT_REFERENCE", EMBEDDED_DATA_DIR / "paper"))
@@ -66,15 +67,11 @@ def treebank_key(name: str) -> str:
     return name.replace(" ", "_")
 
 
-def run_setting(mask_padding: bool, limit, max_epochs) -> str:
-    """What sets a run's protocol apart from the paper's, "" for none: "mask", "limit 200",
-    "max 5 epochs". Runs of different settings are never averaged together."""
-    parts = ["mask"] if mask_padding else []
-    if limit:
-        parts.append(f"limit {int(limit)}")
-    if max_epochs is not None and not pd.isna(max_epochs) and int(max_epochs) < PAPER_EPOCHS:
-        parts.append(f"max {int(max_epochs)} epoch{'' if int(max_epochs) == 1 else 's'}")
-    return ", ".join(parts)
+def _run_setting(result: RunResult, config_path: Path) -> Setting:
+    """The run's `Setting`, from its config.json (or, without one, from result.json)."""
+    if config_path.exists():
+        return RunConfig.from_json(read_json(config_path), config_path).setting
+    return Setting(protocol=result.protocol, mask_padding=result.mask_padding)
 
 
 def _is_masked(setting: str) -> bool:
@@ -92,19 +89,14 @@ def _metric(split: dict, name: str) -> float:
 
 
 def _read_run(path: Path) -> dict:
-    try:
-        result = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ConvattError(f"not valid JSON ({e.msg})", path, e.lineno) from None
-    missing = [k for k in ("preset", "variant", "seed", "corpus", "test") if k not in result]
-    if missing:
-        raise ConvattError(f"not a convatt result: no {', '.join(missing)}", path)
+    run_result = RunResult.from_json(read_json(path), path)
+    result = run_result.to_json()
     config_path = path.with_name("config.json")
-    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    config = read_json(config_path) if config_path.exists() else {}
     variant = result["variant"]
     label = result.get("label") or label_of(variant)
-    mask = bool(result.get("mask_padding", config.get("mask_padding", False)))
-    setting = run_setting(mask, config.get("limit"), config.get("epochs"))
+    run_setting = _run_setting(run_result, config_path)
+    mask, setting = run_setting.mask_padding, run_setting.label()
     row = {
         "run_dir": str(path.parent),
         "preset": result["preset"],
@@ -116,6 +108,7 @@ def _read_run(path: Path) -> dict:
         "seed": int(result["seed"]),
         "mask_padding": mask,
         "setting": setting,
+        "protocol": run_setting.protocol,
         "is_sample": bool(result.get("is_sample", False)),
         "corpus_note": result.get("corpus_note") or "",
         "embeddings": config.get("embeddings"),
@@ -144,7 +137,7 @@ def load_runs(root: Path) -> pd.DataFrame:
     rows = [_read_run(p) for p in find_results(root)]
     if not rows:
         columns = ["run_dir", "preset", "corpus", "treebank", "variant", "label", "model", "seed",
-                   "mask_padding", "setting", "is_sample", "corpus_note", "embeddings", "limit", "max_epochs"]
+                   "mask_padding", "setting", "protocol", "is_sample", "corpus_note", "embeddings", "limit", "max_epochs"]
         columns += [f"{s}_{m}" for s in ("dev", "test") for m in METRICS]
         return pd.DataFrame(columns=columns)
     df = pd.DataFrame(rows)
@@ -159,7 +152,7 @@ def load_runs(root: Path) -> pd.DataFrame:
 
 def _load_csvs(root: Path, name: str, runs: pd.DataFrame | None) -> pd.DataFrame:
     runs = load_runs(root) if runs is None else runs
-    meta = ["run_dir", "preset", "corpus", "treebank", "variant", "label", "model", "seed", "mask_padding", "setting"]
+    meta = ["run_dir", "preset", "corpus", "treebank", "variant", "label", "model", "seed", "mask_padding", "setting", "protocol"]
     frames = []
     for _, run in runs.iterrows():
         path = Path(run["run_dir"]) / name
@@ -285,6 +278,10 @@ def _common_notes(runs: pd.DataFrame) -> list[str]:
                      "of different settings are shown apart, never averaged together.")
     if runs["mask_padding"].any():
         notes.append("Models marked [mask] ran with --mask-padding; the paper lets pads take part in attention.")
+    if (runs["protocol"] != "original").any():
+        notes.append("Models marked [keras3] (or with protocol items) trained with Keras 3's optimizer and loss "
+                     "rather than the paper's code's (`convatt train --protocol`, README \"Training protocol\"); "
+                     "runs made before convatt had protocols count as keras3.")
     return notes
 
 

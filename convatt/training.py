@@ -1,16 +1,18 @@
 """Train one tagger with the paper's protocol and write a complete run directory.
 
-Protocol (REFERENCE.md): RMSprop with Keras defaults, batch 32, up to 100 epochs,
-early stopping with patience 3 on dev accuracy over non-PAD tokens, then the best
-epoch's weights are restored and evaluated on dev and test.
+Protocol (REFERENCE.md; `convatt.protocol` for the original code's computations and
+the Keras 3 alternative): RMSprop, batch 32, up to 100 epochs, early stopping with
+patience 3 on dev accuracy over non-PAD tokens (the original's per-batch mean by
+default), then the best epoch's weights are restored and evaluated exactly on dev
+and test.
 
-Run directory:
-    config.json     the options of the run
+Run directory (its JSON files typed in `convatt.runs`):
+    config.json     the options of the run (`RunConfig`)
     vocab.json      the vocabularies (to re-evaluate the model)
-    history.csv     epoch, loss, train_accuracy, dev_accuracy, seconds
-    curve.csv       step, epoch, dev_accuracy: every `curve_every` batches
+    history.csv     one row per epoch (HISTORY_COLUMNS)
+    curve.csv       dev accuracy every `curve_every` batches (CURVE_COLUMNS)
     model.keras     the best epoch's model
-    result.json     written last: dev/test accuracy (all, OOV, ambiguous, per tag), ...
+    result.json     written last: dev/test accuracy (all, OOV, ambiguous, per tag), ... (`RunResult`)
     checkpoint/     while training: the last finished epoch, to resume from
 
 A rerun with the same options resumes from the last finished epoch; a run that is
@@ -23,7 +25,7 @@ import math
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -32,45 +34,26 @@ import numpy as np
 
 from convatt import __version__, interrupt
 from convatt.batching import iterate_batches
-from convatt.data import EncodedSplit, build_vocabularies, encode_split, load_corpus, load_word_vectors
+from convatt.data import EncodedSplit, Vocabularies, build_vocabularies, encode_split, load_corpus, load_word_vectors
 from convatt.errors import ConvattError
-from convatt.metrics import accuracy_report, token_accuracy
+from convatt.metrics import batch_mean_accuracy, token_accuracy
 from convatt.model import build_tagger, count_parameters
-from convatt.rundir import read_json, read_json_or_none, run_lock, write_atomically, write_csv, write_json
-from convatt.variants import make_config
+from convatt.prediction import evaluate, predict_tags
+from convatt.protocol import Protocol
+from convatt.rundir import read_json_or_none, run_lock, write_atomically, write_csv, write_json
+from convatt.runs import RESULT_FILE, RunConfig, RunResult
+from convatt.variants import TaggerConfig, make_config
 
-HISTORY_COLUMNS = ["epoch", "loss", "train_accuracy", "dev_accuracy", "seconds"]
-CURVE_COLUMNS = ["step", "epoch", "dev_accuracy"]
-
-
-@dataclass(frozen=True)
-class TrainOptions:
-    """What `convatt train` takes. Fields below `out` have the paper's defaults."""
-
-    preset: str
-    variant: str
-    seed: int
-    data: str
-    out: str
-    embeddings: str | None = None
-    embeddings_limit: int | None = 100_000
-    epochs: int = 100
-    patience: int = 3
-    batch_size: int = 32
-    limit: int | None = None  # at most this many sentences per split (smoke runs)
-    mask_padding: bool = False
-    curve_every: int = 100
-    curve_until: int = 2000  # record the curve up to this global step (-1: always)
-    eval_batch_size: int = 256
-    jit_compile: bool | str = "auto"
-
-    # Options that may change between a run and its resumption.
-    RESUMABLE_CHANGES = ("epochs", "out", "eval_batch_size", "jit_compile")
+HISTORY_COLUMNS = ["epoch", "loss", "train_accuracy", "dev_accuracy", "dev_batch_mean_accuracy", "seconds"]
+CURVE_COLUMNS = ["step", "epoch", "dev_accuracy", "dev_batch_mean_accuracy"]
+TrainOptions = RunConfig  # the name the trainer's callers knew
 
 
 @dataclass
 class PreparedData:
-    vocab: object
+    """A run's corpus, encoded with its vocabularies, and its word vectors."""
+
+    vocab: Vocabularies
     train: EncodedSplit
     dev: EncodedSplit
     test: EncodedSplit
@@ -81,40 +64,85 @@ class PreparedData:
     vectors_note: str
 
 
-def prepare_data(opts: TrainOptions, log: Callable[[str], None] = print) -> PreparedData:
+def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
     """Read the corpus, build vocabularies, encode, and load word vectors."""
-    config = make_config(opts.preset, opts.variant)
-    corpus = load_corpus(opts.preset, opts.data)
-    if opts.limit:
-        corpus = dataclasses.replace(corpus, train=corpus.train[: opts.limit], dev=corpus.dev[: opts.limit],
-                                     test=corpus.test[: opts.limit])
-    vocab = build_vocabularies(corpus, opts.preset)
-    enc = lambda sents: encode_split(sents, vocab.words, vocab.chars, vocab.tags, vocab.ambiguous,
-                                     config.max_len, config.max_word_len)
+    corpus = load_corpus(run.preset, run.data)
+    if run.limit:
+        corpus = dataclasses.replace(corpus, train=corpus.train[: run.limit], dev=corpus.dev[: run.limit],
+                                     test=corpus.test[: run.limit])
+    vocab = build_vocabularies(corpus, run.preset, run.protocol)
     vectors, vectors_note = None, ""
     if config.pretrained_words:
-        if opts.embeddings:
-            vectors, found = load_word_vectors(opts.embeddings, vocab.words, config.word_dim,
-                                               limit=opts.embeddings_limit, seed=opts.seed)
-            vectors_note = f"pretrained vectors for {found:,} of {len(vocab.words):,} words from {opts.embeddings}"
+        if run.embeddings:
+            vectors, found = load_word_vectors(run.embeddings, vocab.words, config.word_dim,
+                                               limit=run.embeddings_limit, seed=run.seed,
+                                               random_pad_row=run.protocol.pad_inputs == "original")
+            vectors_note = f"pretrained vectors for {found:,} of {len(vocab.words):,} words from {run.embeddings}"
         else:
             vectors_note = ("no --embeddings given: frozen random uniform(-0.05, 0.05) word vectors are used, "
                             "so the numbers are not comparable to the paper's fastText runs")
-    note = " ".join(s for s in [corpus.note, "(--limit %d)" % opts.limit if opts.limit else ""] if s)
-    return PreparedData(vocab, enc(corpus.train), enc(corpus.dev), enc(corpus.test), corpus.name, note,
+    note = " ".join(s for s in [corpus.note, f"(--limit {run.limit})" if run.limit else ""] if s)
+    encode = lambda sentences: encode_split(sentences, vocab, config.max_len, config.max_word_len)
+    return PreparedData(vocab, encode(corpus.train), encode(corpus.dev), encode(corpus.test), corpus.name, note,
                         corpus.name == "PTB-sample", vectors, vectors_note)
 
 
-def predict_tags(model: keras.Model, split: EncodedSplit, batch_size: int = 256) -> np.ndarray:
-    """Predicted tag ids (n, t) for an encoded split."""
-    batches = iterate_batches(split, batch_size, few_shapes=bool(model.jit_compile))
-    out = [np.argmax(model.predict_on_batch(x), axis=-1) for x, _, _ in batches]
-    return np.concatenate(out) if out else np.zeros_like(split.tags)
+@dataclass(frozen=True)
+class DevScore:
+    """Dev accuracy over non-PAD tokens: exact, and as the original's `val_true_acc`
+    (per batch of `batch_size` sequences, averaged over batches)."""
+
+    exact: float
+    batch_mean: float
+
+    @classmethod
+    def measure(cls, model: keras.Model, run: RunConfig, dev: EncodedSplit) -> "DevScore":
+        predicted = predict_tags(model, dev, run.eval_batch_size)
+        return cls(token_accuracy(predicted, dev.tags), batch_mean_accuracy(predicted, dev.tags, run.batch_size))
+
+    def selection(self, protocol: Protocol) -> float:
+        """The early-stopping metric of `protocol`."""
+        return self.batch_mean if protocol.early_stopping == "batch-mean" else self.exact
+
+    def columns(self) -> dict:
+        return {"dev_accuracy": round(self.exact, 6), "dev_batch_mean_accuracy": round(self.batch_mean, 6)}
 
 
-def evaluate(model: keras.Model, split: EncodedSplit, tag_names, batch_size: int = 256) -> dict:
-    return accuracy_report(predict_tags(model, split, batch_size), split.tags, split.oov, split.ambiguous,
-                           tag_names)
+@dataclass
+class TrainState:
+    """Where training stands after the last finished epoch (checkpoint/state.json)."""
+
+    epoch: int = 0
+    step: int = 0
+    best_dev: float = -1.0  # the best early-stopping metric so far
+    best_epoch: int = 0
+    bad_epochs: int = 0
+    seconds: float = 0.0
+    history: list[dict] = field(default_factory=list)
+    curve: list[dict] = field(default_factory=list)
+
+    def should_continue(self, run: RunConfig) -> bool:
+        return self.epoch < run.epochs and self.bad_epochs < run.patience
+
+    def end_epoch(self, row: dict, selection: float, seconds: float) -> bool:
+        """Record a finished epoch; return whether it improved the early-stopping metric
+        (strictly, as Keras' EarlyStopping with min_delta 0)."""
+        improved = selection > self.best_dev
+        self.epoch, self.seconds = row["epoch"], self.seconds + seconds
+        self.history.append(row)
+        if improved:
+            self.best_dev, self.best_epoch, self.bad_epochs = selection, self.epoch, 0
+        else:
+            self.bad_epochs += 1
+        return improved
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TrainState":
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class Progress:
@@ -138,140 +166,181 @@ class Progress:
             self.log(line)
 
 
-def _check_config(out: Path, opts: TrainOptions) -> None:
-    """Refuse to resume into a directory that holds a different run."""
-    path = out / "config.json"
-    if not path.exists():
-        return
-    old = read_json(path)
-    new = dataclasses.asdict(opts)
-    differ = [k for k in new if k not in TrainOptions.RESUMABLE_CHANGES and old.get(k) != new[k]]
-    if differ:
-        details = ", ".join(f"{k}: {old.get(k)!r} -> {new[k]!r}" for k in differ)
-        raise ConvattError(f"this run directory holds a different run ({details}); "
-                           "use another --out or delete the directory", path)
-
-
-def train_run(opts: TrainOptions, log: Callable[[str], None] = print) -> dict:
+def train_run(run: RunConfig, log: Callable[[str], None] = print) -> dict:
     """Train (or resume, or skip if complete) one run; return its result.json content."""
-    make_config(opts.preset, opts.variant)  # unknown names fail before anything is written
-    out = Path(opts.out)
-    _check_config(out, opts)
-    if (out / "result.json").exists():
+    make_config(run.preset, run.variant, run.protocol)  # unknown names fail before anything is written
+    out = Path(run.out)
+    _check_same_run(out, run)
+    if (out / RESULT_FILE).exists():
         log(f"{out}: complete (result.json exists); nothing to do")
-        return read_json(out / "result.json")
+        return RunResult.load(out).to_json()
     out.mkdir(parents=True, exist_ok=True)
     with run_lock(out):
-        if (out / "result.json").exists():  # finished by another process meanwhile
-            return read_json(out / "result.json")
-        return _train_locked(opts, out, log)
+        if (out / RESULT_FILE).exists():  # finished by another process meanwhile
+            return RunResult.load(out).to_json()
+        return Trainer(run, out, log).run().to_json()
 
 
-def _train_locked(opts: TrainOptions, out: Path, log: Callable[[str], None]) -> dict:
-    config = make_config(opts.preset, opts.variant, mask_padding=opts.mask_padding)
-    data = prepare_data(opts, log)  # bad input fails here, before the directory is claimed
-    write_json(out / "config.json", dataclasses.asdict(opts))
-    for note in (data.note, data.vectors_note):
-        if note:
-            log(f"note: {note}")
-    data.vocab.save(out / "vocab.json")
-    tag_names = list(data.vocab.tags.tokens)
-    log(f"{data.corpus_name}: {len(data.train):,} / {len(data.dev):,} / {len(data.test):,} "
-        f"train/dev/test sequences; {len(data.vocab.words):,} words, {len(data.vocab.chars):,} chars, "
-        f"{len(data.vocab.tags):,} labels")
-
-    ckpt = out / "checkpoint"
-    state = read_json_or_none(ckpt / "state.json")  # None: no epoch finished (or a torn write)
-    if state:
-        model = keras.saving.load_model(ckpt / f"epoch-{state['epoch']}.keras")
-        for variable, value in zip(_seed_states(model), state["seed_states"]):
-            variable.assign(np.asarray(value, dtype=variable.dtype))
-        log(f"resuming from epoch {state['epoch']} (best dev {100 * state['best_dev']:.2f}% "
-            f"at epoch {state['best_epoch']})")
-    else:
-        keras.utils.set_random_seed(opts.seed)
-        model = build_tagger(config, len(data.vocab.words), len(data.vocab.chars), len(data.vocab.tags),
-                             data.word_vectors, jit_compile=opts.jit_compile)
-        state = dict(epoch=0, step=0, best_dev=-1.0, best_epoch=0, bad_epochs=0, seconds=0.0,
-                     history=[], curve=[])
-    n_params = count_parameters(model)
-    log(f"{config.variant} ({config.spec.label}), {n_params:,} parameters, seed {opts.seed}")
-
-    while state["epoch"] < opts.epochs and state["bad_epochs"] < opts.patience:
-        state = _train_epoch(model, data, opts, state, out, log)
-        _save_checkpoint(model, state, ckpt)
-        write_csv(out / "history.csv", state["history"], HISTORY_COLUMNS)
-        write_csv(out / "curve.csv", state["curve"], CURVE_COLUMNS)
-
-    if state["bad_epochs"] >= opts.patience:
-        log(f"early stopping: no dev improvement for {opts.patience} epochs")
-    model.load_weights(ckpt / f"best-{state['best_epoch']}.weights.h5")
-    result = {
-        "preset": opts.preset, "variant": opts.variant, "label": config.spec.label, "seed": opts.seed,
-        "corpus": data.corpus_name, "is_sample": data.is_sample, "corpus_note": data.note,
-        "vectors_note": data.vectors_note, "mask_padding": opts.mask_padding,
-        "dev": evaluate(model, data.dev, tag_names, opts.eval_batch_size),
-        "test": evaluate(model, data.test, tag_names, opts.eval_batch_size),
-        "parameters": n_params, "epochs_run": state["epoch"], "best_epoch": state["best_epoch"],
-        "wall_seconds": round(state["seconds"], 1), "backend": keras.backend.backend(),
-        "convatt_version": __version__,
-    }
-    write_atomically(out / "model.keras", model.save)
-    write_json(out / "result.json", result)
-    shutil.rmtree(ckpt, ignore_errors=True)
-    t = result["test"]
-    fmt = lambda v: "n/a" if v is None else f"{100 * v:.2f}"
-    log(f"done: test accuracy all {fmt(t['all'])}  OOV {fmt(t['oov'])}  ambiguous {fmt(t['ambiguous'])}  "
-        f"(best epoch {state['best_epoch']} of {state['epoch']}, {state['seconds']:.0f} s) -> {out}")
-    return result
+def _check_same_run(out: Path, run: RunConfig) -> None:
+    """Refuse to resume into a directory that holds a different run."""
+    if not (out / "config.json").exists():
+        return
+    differ = RunConfig.load(out).differences(run)
+    if differ:
+        raise ConvattError(f"this run directory holds a different run ({', '.join(differ)}); "
+                           "use another --out or delete the directory", out / "config.json")
 
 
-def _train_epoch(model, data: PreparedData, opts: TrainOptions, state: dict, out: Path, log) -> dict:
-    state = {**state, "history": list(state["history"]), "curve": list(state["curve"])}
-    epoch = state["epoch"] + 1
-    start = time.perf_counter()
-    shuffle_seed = int(np.random.SeedSequence([opts.seed, epoch]).generate_state(1)[0])
-    n_batches = math.ceil(len(data.train) / opts.batch_size)
-    progress = Progress(log, epoch, opts.epochs, n_batches)
-    loss_sum = correct = tokens = 0.0
-    batches = iterate_batches(data.train, opts.batch_size, shuffle_seed, few_shapes=bool(model.jit_compile))
-    for i, (x, y, w) in enumerate(batches, start=1):
+def configure_matmul_precision(protocol: Protocol) -> None:
+    """Full float32 matmuls for the original protocol (TF 1.15 had no TF32), else the
+    backend's default (TF32 on Ampere and later NVIDIA GPUs). No effect on a CPU."""
+    full = protocol.matmul_precision == "highest"
+    if keras.backend.backend() == "jax":
+        import jax
+
+        jax.config.update("jax_default_matmul_precision", "highest" if full else None)
+    elif keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_tensor_float_32_execution(not full)
+
+
+class Trainer:
+    """One run's training, from its data to its result.json."""
+
+    def __init__(self, run: RunConfig, out: Path, log: Callable[[str], None]):
+        self.run_config, self.out, self.log = run, out, log
+        self.config = make_config(run.preset, run.variant, run.protocol, mask_padding=run.mask_padding)
+        self.ckpt = out / "checkpoint"
+
+    def run(self) -> RunResult:
+        run = self.run_config
+        data = prepare_data(run, self.config)  # bad input fails here, before the directory is claimed
+        run.save(self.out)
+        self._describe(data)
+        configure_matmul_precision(run.protocol)
+        model, state = self._restore_or_build(data)
+        n_params = count_parameters(model)
+        self.log(f"{self.config.variant} ({self.config.spec.label}), {n_params:,} parameters, seed {run.seed}, "
+                 f"protocol {run.protocol.label()}")
+        while state.should_continue(run):
+            improved = self._train_epoch(model, data, state)
+            self._save_checkpoint(model, state, improved)
+        if state.bad_epochs >= run.patience:
+            self.log(f"early stopping: no dev improvement for {run.patience} epochs")
+        model.load_weights(self.ckpt / f"best-{state.best_epoch}.weights.h5")
+        result = self._result(model, data, state, n_params)
+        write_atomically(self.out / "model.keras", model.save)
+        result.save(self.out)
+        shutil.rmtree(self.ckpt, ignore_errors=True)
+        self._report(result, state)
+        return result
+
+    def _describe(self, data: PreparedData) -> None:
+        for note in (data.note, data.vectors_note):
+            if note:
+                self.log(f"note: {note}")
+        data.vocab.save(self.out / "vocab.json")
+        v = data.vocab
+        self.log(f"{data.corpus_name}: {len(data.train):,} / {len(data.dev):,} / {len(data.test):,} "
+                 f"train/dev/test sequences; {len(v.words):,} words, {len(v.chars):,} chars, {len(v.tags):,} labels")
+
+    def _restore_or_build(self, data: PreparedData) -> tuple[keras.Model, TrainState]:
+        saved = read_json_or_none(self.ckpt / "state.json")  # None: no epoch finished (or a torn write)
+        if saved:
+            state = TrainState.from_json(saved)
+            model = keras.saving.load_model(self.ckpt / f"epoch-{state.epoch}.keras")
+            for variable, value in zip(_seed_states(model), saved["seed_states"]):
+                variable.assign(np.asarray(value, dtype=variable.dtype))
+            self.log(f"resuming from epoch {state.epoch} (best dev {100 * state.best_dev:.2f}% "
+                     f"at epoch {state.best_epoch})")
+            return model, state
+        keras.utils.set_random_seed(self.run_config.seed)
+        v = data.vocab
+        model = build_tagger(self.config, len(v.words), len(v.chars), len(v.tags), data.word_vectors,
+                             jit_compile=self.run_config.jit_compile, protocol=self.run_config.protocol)
+        return model, TrainState()
+
+    def _train_epoch(self, model: keras.Model, data: PreparedData, state: TrainState) -> bool:
+        """One epoch of training, its dev score and history row; whether it improved."""
+        run, epoch, start = self.run_config, state.epoch + 1, time.perf_counter()
+        shuffle_seed = int(np.random.SeedSequence([run.seed, epoch]).generate_state(1)[0])
+        n_batches = math.ceil(len(data.train) / run.batch_size)
+        progress = Progress(self.log, epoch, run.epochs, n_batches)
+        loss_sum = correct = tokens = 0.0
+        batches = iterate_batches(data.train, run.batch_size, shuffle_seed, few_shapes=bool(model.jit_compile))
+        for i, (x, y, w) in enumerate(batches, start=1):
+            logs = self._train_step(model, x, y, w, epoch, i)
+            loss_sum += logs["loss"]
+            correct += logs["sparse_categorical_accuracy"] * float(w.sum())
+            tokens += float(w.sum())
+            state.step += 1
+            self._record_curve(model, data, state, epoch)
+            progress.update(i, loss_sum / i, correct / max(tokens, 1))
+            interrupt.check()
+        dev = DevScore.measure(model, run, data.dev)
+        seconds = time.perf_counter() - start
+        row = {"epoch": epoch, "loss": round(loss_sum / max(n_batches, 1), 6),
+               "train_accuracy": round(correct / max(tokens, 1), 6), **dev.columns(), "seconds": round(seconds, 2)}
+        improved = state.end_epoch(row, dev.selection(run.protocol), seconds)
+        shown = f"dev accuracy {100 * dev.exact:.2f}% (batch mean {100 * dev.batch_mean:.2f}%)"
+        self.log(f"epoch {epoch}: {shown}{' (best)' if improved else ''}  {seconds:.1f} s")
+        return improved
+
+    def _train_step(self, model: keras.Model, x, y, w, epoch: int, batch: int) -> dict:
         try:
-            logs = model.train_on_batch(x, y, sample_weight=w, return_dict=True)
-            loss = float(logs["loss"])
+            logs = {k: float(v) for k, v in model.train_on_batch(x, y, sample_weight=w, return_dict=True).items()}
         except Exception:  # a backend can fail inside the update once values are NaN
             if _weights_finite(model):
                 raise
-            loss = float("nan")
-        if not math.isfinite(loss):
-            raise ConvattError(f"the loss became {loss} at epoch {epoch}, batch {i}: training diverged. "
-                               f"Epoch {epoch - 1} and earlier are kept; check the data and settings",
-                               out)
-        n = float(w.sum())
-        loss_sum += loss
-        correct += float(logs["sparse_categorical_accuracy"]) * n
-        tokens += n
-        state["step"] += 1
-        if opts.curve_every and state["step"] % opts.curve_every == 0 and (
-                opts.curve_until < 0 or state["step"] <= opts.curve_until):
-            dev = token_accuracy(predict_tags(model, data.dev, opts.eval_batch_size), data.dev.tags)
-            state["curve"].append({"step": state["step"], "epoch": epoch, "dev_accuracy": round(dev, 6)})
-        progress.update(i, loss_sum / i, correct / max(tokens, 1))
-        interrupt.check()
+            logs = {"loss": float("nan")}
+        if not math.isfinite(logs["loss"]):
+            raise ConvattError(f"the loss became {logs['loss']} at epoch {epoch}, batch {batch}: training "
+                               f"diverged. Epoch {epoch - 1} and earlier are kept; check the data and settings",
+                               self.out)
+        return logs
 
-    dev = token_accuracy(predict_tags(model, data.dev, opts.eval_batch_size), data.dev.tags)
-    seconds = time.perf_counter() - start
-    state["seconds"] += seconds
-    state["history"].append({"epoch": epoch, "loss": round(loss_sum / max(n_batches, 1), 6),
-                             "train_accuracy": round(correct / max(tokens, 1), 6),
-                             "dev_accuracy": round(dev, 6), "seconds": round(seconds, 2)})
-    improved = dev > state["best_dev"]
-    state.update(epoch=epoch, best_dev=max(dev, state["best_dev"]),
-                 best_epoch=epoch if improved else state["best_epoch"],
-                 bad_epochs=0 if improved else state["bad_epochs"] + 1)
-    state["improved"] = improved
-    log(f"epoch {epoch}: dev accuracy {100 * dev:.2f}%{' (best)' if improved else ''}  {seconds:.1f} s")
-    return state
+    def _record_curve(self, model: keras.Model, data: PreparedData, state: TrainState, epoch: int) -> None:
+        run = self.run_config
+        due = run.curve_every and state.step % run.curve_every == 0
+        if due and (run.curve_until < 0 or state.step <= run.curve_until):
+            state.curve.append({"step": state.step, "epoch": epoch,
+                                **DevScore.measure(model, run, data.dev).columns()})
+
+    def _save_checkpoint(self, model: keras.Model, state: TrainState, improved: bool) -> None:
+        """Write the epoch's files under new names, then state.json naming them, then
+        delete the older files: a kill at any point leaves a consistent checkpoint."""
+        self.ckpt.mkdir(exist_ok=True)
+        if improved:
+            write_atomically(self.ckpt / f"best-{state.epoch}.weights.h5", model.save_weights)
+        write_atomically(self.ckpt / f"epoch-{state.epoch}.keras", model.save)
+        seed_states = [keras.ops.convert_to_numpy(v).tolist() for v in _seed_states(model)]
+        write_json(self.ckpt / "state.json", {**state.to_json(), "seed_states": seed_states})
+        keep = {f"best-{state.best_epoch}.weights.h5", f"epoch-{state.epoch}.keras", "state.json"}
+        for f in self.ckpt.iterdir():
+            if f.name not in keep:
+                f.unlink(missing_ok=True)
+        write_csv(self.out / "history.csv", state.history, HISTORY_COLUMNS)
+        write_csv(self.out / "curve.csv", state.curve, CURVE_COLUMNS)
+
+    def _result(self, model: keras.Model, data: PreparedData, state: TrainState, n_params: int) -> RunResult:
+        run, tag_names = self.run_config, list(data.vocab.tags.tokens)
+        return RunResult(
+            preset=run.preset, variant=run.variant, label=self.config.spec.label, seed=run.seed,
+            corpus=data.corpus_name, is_sample=data.is_sample, corpus_note=data.note,
+            vectors_note=data.vectors_note, mask_padding=run.mask_padding,
+            dev=evaluate(model, data.dev, tag_names, run.eval_batch_size),
+            test=evaluate(model, data.test, tag_names, run.eval_batch_size),
+            parameters=n_params, epochs_run=state.epoch, best_epoch=state.best_epoch,
+            wall_seconds=round(state.seconds, 1), backend=keras.backend.backend(),
+            convatt_version=__version__, protocol=run.protocol.label(),
+        )
+
+    def _report(self, result: RunResult, state: TrainState) -> None:
+        fmt = lambda v: "n/a" if v is None else f"{100 * v:.2f}"
+        t = result.test
+        self.log(f"done: test accuracy all {fmt(t['all'])}  OOV {fmt(t['oov'])}  ambiguous {fmt(t['ambiguous'])}  "
+                 f"(best epoch {state.best_epoch} of {state.epoch}, {state.seconds:.0f} s) -> {self.out}")
 
 
 def _seed_states(model: keras.Model) -> list:
@@ -281,19 +350,3 @@ def _seed_states(model: keras.Model) -> list:
 
 def _weights_finite(model: keras.Model) -> bool:
     return all(np.isfinite(keras.ops.convert_to_numpy(w)).all() for w in model.trainable_weights)
-
-
-def _save_checkpoint(model: keras.Model, state: dict, ckpt: Path) -> None:
-    """Write the epoch's files under new names, then state.json naming them, then
-    delete the older files: a kill at any point leaves a consistent checkpoint."""
-    ckpt.mkdir(exist_ok=True)
-    epoch = state["epoch"]
-    if state.pop("improved"):
-        write_atomically(ckpt / f"best-{epoch}.weights.h5", model.save_weights)
-    write_atomically(ckpt / f"epoch-{epoch}.keras", model.save)
-    state["seed_states"] = [keras.ops.convert_to_numpy(v).tolist() for v in _seed_states(model)]
-    write_json(ckpt / "state.json", state)
-    keep = {f"best-{state['best_epoch']}.weights.h5", f"epoch-{epoch}.keras", "state.json"}
-    for f in ckpt.iterdir():
-        if f.name not in keep:
-            f.unlink(missing_ok=True)

@@ -6,6 +6,10 @@ import difflib
 from dataclasses import dataclass
 
 from convatt.errors import ConvattError
+from convatt.protocol import DEFAULT_PROTOCOL, Protocol
+
+MAX_LEN = 60  # t: tokens per row (REFERENCE.md)
+MAX_WORD_LEN = 20  # t_char: characters per word
 
 
 @dataclass(frozen=True)
@@ -58,8 +62,8 @@ class TaggerConfig:
     variant: str
     word_dim: int
     pretrained_words: bool  # PTB: fastText, frozen; UD: random, trained
-    max_len: int = 60
-    max_word_len: int = 20
+    max_len: int = MAX_LEN
+    max_word_len: int = MAX_WORD_LEN
     num_layers: int = 4
     num_heads: int = 4
     char_dim: int = 64
@@ -70,6 +74,10 @@ class TaggerConfig:
     dropout: float = 0.1
     mask_padding: bool = False  # the paper lets pads take part in attention
     shaw_clip: int = 16
+    # How the protocol (convatt.protocol) shapes the network; defaults: the original code's.
+    residual_adds_dropped: bool = True  # h' = D(h) + SA(D(h)); False: h + SA(D(h))
+    relative_bias_parameterization: str = "circulant"
+    attention_initializer: str = "glorot_normal"
 
     @property
     def spec(self) -> Variant:
@@ -97,8 +105,14 @@ def _check_name(kind: str, name: str, known) -> None:
         raise ConvattError(f"unknown {kind} {name!r}.{hint} Known: {', '.join(known)}")
 
 
-def make_config(preset: str, variant: str, **overrides) -> TaggerConfig:
-    """Build the config of a named variant under a named preset ("ptb" or "ud")."""
+def make_config(preset: str, variant: str, protocol: Protocol = DEFAULT_PROTOCOL, **overrides) -> TaggerConfig:
+    """Build the config of a named variant under a named preset ("ptb" or "ud"), its
+    network shaped as `protocol` says (the original code's by default)."""
     _check_name("preset", preset, PRESETS)
     _check_name("variant", variant, VARIANTS)
-    return TaggerConfig(preset=preset, variant=variant, **{**PRESETS[preset], **overrides})
+    from_protocol = dict(
+        residual_adds_dropped=protocol.residual == "dropped",
+        relative_bias_parameterization=protocol.relative_bias,
+        attention_initializer=protocol.attention_init,
+    )
+    return TaggerConfig(preset=preset, variant=variant, **{**PRESETS[preset], **from_protocol, **overrides})

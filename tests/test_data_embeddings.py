@@ -30,14 +30,17 @@ def test_vec_rows_limit_and_random_rows(tmp_path):
     assert found == 3
     for word in ("the", ",", "dog"):
         np.testing.assert_array_equal(matrix[VOCAB.encode(word)], np.float32(ROWS[word]))
-    assert not matrix[0].any()  # PAD
-    # <OOV>, a word past the limit, a word not in the file
-    random_rows = matrix[[1, VOCAB.encode("cat"), VOCAB.encode("unseen")]]
+    # PAD (random, as the original code's: pads take part in attention), <OOV>,
+    # a word past the limit, a word not in the file
+    random_rows = matrix[[0, 1, VOCAB.encode("cat"), VOCAB.encode("unseen")]]
     assert ((random_rows >= -0.05) & (random_rows < 0.05)).all() and random_rows.std() > 0
     again, _ = load_word_vectors(path, VOCAB, dim=4, limit=3)
     np.testing.assert_array_equal(matrix, again)  # seeded
     other, _ = load_word_vectors(path, VOCAB, dim=4, limit=3, seed=1)
     assert not np.array_equal(matrix[1], other[1])
+    zero_pad, _ = load_word_vectors(path, VOCAB, dim=4, limit=3, random_pad_row=False)
+    assert not zero_pad[0].any()  # the Keras 3 protocol's zero PAD row
+    np.testing.assert_array_equal(zero_pad[1:], matrix[1:])
 
 
 def test_vec_without_limit_and_gzipped(tmp_path):
@@ -70,4 +73,4 @@ def test_bin_gives_every_word_a_vector_from_subwords(fasttext_bin):
     assert found == len(VOCAB) - 2  # "unseen" too, from its character n-grams
     np.testing.assert_allclose(matrix[VOCAB.encode("dog")], wv["dog"], rtol=1e-6)
     np.testing.assert_allclose(matrix[VOCAB.encode("unseen")], wv["unseen"], rtol=1e-6)
-    assert not matrix[0].any()
+    assert matrix[0].any() and not load_word_vectors(path, VOCAB, dim=8, random_pad_row=False)[0][0].any()

@@ -6,9 +6,10 @@ import json
 import pytest
 
 from convatt.data import (
-    EMBEDDED_DATA_DIR, OOV_ID, PAD_ID, Vocab, ambiguous_words, build_char_vocab,
+    EMBEDDED_DATA_DIR, OOV_ID, PAD_ID, Corpus, Vocab, ambiguous_words, build_char_vocab,
     build_tag_vocab, build_vocabularies, build_word_vocab, read_ptb, read_ud,
 )
+from convatt.protocol import Protocol
 
 TRAIN = [[("the", "DT"), ("dog", "NN"), ("runs", "VBZ")],
          [("the", "DT"), ("runs", "NNS")],
@@ -31,7 +32,7 @@ def test_vocab_requires_the_specials_first():
 
 def test_vocab_json_round_trip():
     vocab = Vocab.from_items(["é", "b", "a"])
-    assert Vocab.from_dict(json.loads(json.dumps(vocab.to_dict()))) == vocab
+    assert Vocab(tuple(json.loads(json.dumps(list(vocab.tokens))))) == vocab
 
 
 def test_word_vocab_tie_break_is_count_then_first_occurrence():
@@ -53,13 +54,24 @@ def test_ambiguous_words():
 
 def test_ptb_sample_vocabularies():
     corpus = read_ptb(EMBEDDED_DATA_DIR / "ptb-sample")
-    vocabs = build_vocabularies(corpus, "ptb")
+    vocabs = build_vocabularies(corpus, "ptb", Protocol.named("keras3"))
     distinct = {w for s in corpus.all_sentences() for w, _ in s}
     # fewer than 20,000 forms in the sample: all of them are kept
     assert len(distinct) == 11968 and len(vocabs.words) == min(20000, len(distinct)) + 2
     assert len(vocabs.tags) == 47
     assert len(vocabs.chars) == 80
     assert vocabs.words.tokens[2:5] == (",", "the", ".")
+    original = build_vocabularies(corpus, "ptb")  # the default: the original code's vocabularies
+    assert original.words == vocabs.words and original.tags == vocabs.tags
+    # the characters of "<PAD>", "<OOV>", "<S>", "</S>" join: two of them (here "<", ">") are new
+    assert set(original.chars.tokens) - set(vocabs.chars.tokens) == {"<", ">"}
+    assert original.pad_spelling == "<PAD>" and vocabs.pad_spelling == ""
+
+
+def test_original_vocabulary_counts_tags_over_all_splits():
+    corpus = Corpus("x", TRAIN, [[("cat", "JJ")]], [[("dog", "UH")]])
+    assert build_vocabularies(corpus, "ud", Protocol.named("keras3")).tags.tokens[2:] == ("DT", "NN", "NNS", "VB", "VBZ")
+    assert build_vocabularies(corpus, "ud").tags.tokens[2:] == ("DT", "JJ", "NN", "NNS", "UH", "VB", "VBZ")
 
 
 @pytest.mark.parametrize("name, distinct", [("UD_English-LinES", 10138),
@@ -67,6 +79,6 @@ def test_ptb_sample_vocabularies():
 def test_ud_vocabulary_is_half_of_the_distinct_forms(name, distinct):
     corpus = read_ud(EMBEDDED_DATA_DIR / "ud-2.2" / name)
     assert len({w for s in corpus.all_sentences() for w, _ in s}) == distinct
-    vocabs = build_vocabularies(corpus, "ud")
+    vocabs = build_vocabularies(corpus, "ud", Protocol.named("keras3"))
     assert len(vocabs.words) == distinct // 2 + 2
     assert len(vocabs.tags) == len({t for s in corpus.train for _, t in s}) + 2

@@ -27,3 +27,14 @@ def test_empty_group_is_none_not_zero():
 def test_shape_mismatch_is_an_error():
     with pytest.raises(ValueError, match="shape"):
         accuracy_report(PRED[:1], GOLD, OOV, AMB)
+
+
+def test_batch_mean_accuracy_is_the_originals_val_true_acc():
+    from convatt.metrics import batch_mean_accuracy
+
+    # batches of one sentence: (2/3 + 3/4) / 2, not 5/7
+    assert batch_mean_accuracy(PRED, GOLD, batch_size=1) == pytest.approx((2 / 3 + 3 / 4) / 2)
+    assert batch_mean_accuracy(PRED, GOLD, batch_size=2) == pytest.approx(5 / 7)
+    gold3, pred3 = np.vstack([GOLD, [[2, 0, 0, 0]]]), np.vstack([PRED, [[3, 0, 0, 0]]])
+    # batches of 2 then 1, weighted by their sentences: (5/7 * 2 + 0 * 1) / 3
+    assert batch_mean_accuracy(pred3, gold3, batch_size=2) == pytest.approx(5 / 7 * 2 / 3)

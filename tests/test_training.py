@@ -50,8 +50,11 @@ def test_run_directory_is_complete(tiny_runs):
                 assert 0 <= r["all"] <= 1 and r["n_all"] > 0 and r["per_tag"]
             history = read_csv(run / "history.csv")
             assert [int(h["epoch"]) for h in history] == [1, 2]
-            best = max(float(h["dev_accuracy"]) for h in history)
-            assert result["dev"]["all"] == pytest.approx(best, abs=1e-6)  # best weights restored
+            # early stopping on the original's batch-mean metric; the best epoch's weights restored
+            selection = [float(h["dev_batch_mean_accuracy"]) for h in history]
+            assert result["best_epoch"] == 1 + int(np.argmax(selection))
+            best = history[result["best_epoch"] - 1]
+            assert result["dev"]["all"] == pytest.approx(float(best["dev_accuracy"]), abs=1e-6)
             curve = read_csv(run / "curve.csv")
             assert [int(c["step"]) for c in curve] == [2, 4, 6, 8, 10]  # 5 batches/epoch
             assert not (run / "checkpoint").exists() and not (run / ".lock").exists()

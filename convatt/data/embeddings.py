@@ -15,7 +15,8 @@ INIT_RANGE = 0.05  # words without a vector get uniform(-0.05, 0.05) rows
 
 
 def load_word_vectors(
-    path: str | os.PathLike, vocab: Vocab, dim: int, limit: int | None = 100_000, seed: int = 0
+    path: str | os.PathLike, vocab: Vocab, dim: int, limit: int | None = 100_000, seed: int = 0,
+    random_pad_row: bool = True,
 ) -> tuple[np.ndarray, int]:
     """An embedding matrix (len(vocab), dim) float32 for `vocab`, and how many words had a vector.
 
@@ -24,14 +25,16 @@ def load_word_vectors(
     text format (`.vec`, optionally gzipped) with a "COUNT DIM" header, of which
     the first `limit` vectors are read (None: all); words are matched exactly.
     Vocabulary words without a vector (and <OOV>) get seeded uniform(-0.05, 0.05)
-    rows; row 0 (<PAD>) is zeros.
+    rows; so does row 0 (<PAD>), as in the original code (pads take part in
+    attention, so their vector matters), unless `random_pad_row=False` (zeros).
     """
     path = existing_file(path)
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1 or None, got {limit}")
     rng = np.random.default_rng(seed)
     matrix = rng.uniform(-INIT_RANGE, INIT_RANGE, size=(len(vocab), dim)).astype(np.float32)
-    matrix[PAD_ID] = 0.0
+    if not random_pad_row:
+        matrix[PAD_ID] = 0.0
     is_bin = path.name.endswith((".bin", ".bin.gz"))
     vectors = _load_bin(path, dim) if is_bin else _load_vec(path, dim, limit)
     found = 0

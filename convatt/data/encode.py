@@ -10,12 +10,13 @@ import numpy as np
 
 from convatt.data.corpus import PRESETS, Corpus, Sentence
 from convatt.data.vocab import (
-    OOV_ID, PAD_ID, Vocab, ambiguous_words, build_char_vocab, build_tag_vocab, build_word_vocab,
+    OOV_ID, PAD, PAD_ID, SPECIAL_TOKENS, Vocab, ambiguous_words, build_char_vocab, build_tag_vocab,
+    build_word_vocab,
 )
 from convatt.errors import ConvattError
+from convatt.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.variants import MAX_LEN, MAX_WORD_LEN
 
-MAX_LEN = 60  # t: tokens per row
-MAX_WORD_LEN = 20  # t_char: characters per word
 PTB_WORDS = 20_000
 UD_WORD_FRACTION = 0.5
 
@@ -26,8 +27,8 @@ class EncodedSplit:
 
     words, tags: (n, t) int32; chars: (n, t, t_char) int32;
     oov: (n, t) bool, tokens mapped to the OOV word id;
-    ambiguous: (n, t) bool, in-vocabulary tokens whose form is ambiguous in training;
-    tokens: (n, t) object, the word forms ("" at PAD).
+    ambiguous: (n, t) bool, in-vocabulary tokens whose form is ambiguous in training.
+    At PAD positions chars spell `Vocabularies.pad_spelling` (zeros when it is "").
     """
 
     words: np.ndarray
@@ -35,7 +36,6 @@ class EncodedSplit:
     tags: np.ndarray
     oov: np.ndarray
     ambiguous: np.ndarray
-    tokens: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self.words.shape[0]
@@ -53,16 +53,19 @@ def chunk(sentence: Sentence, max_len: int) -> list[Sentence]:
     return [sentence[i:i + max_len] for i in range(0, len(sentence), max_len)]
 
 
+def spell(word: str, chars: Vocab, max_word_len: int) -> list[int]:
+    """A word's char ids: its first `max_word_len` characters (the rest is PAD = 0)."""
+    return [chars.encode(c) for c in word[:max_word_len]]
+
+
 def encode_split(
     sentences: list[Sentence],
-    words: Vocab,
-    chars: Vocab,
-    tags: Vocab,
-    ambiguous: frozenset[str],
+    vocab: "Vocabularies",
     max_len: int = MAX_LEN,
     max_word_len: int = MAX_WORD_LEN,
 ) -> EncodedSplit:
     """Encode sentences: long ones are chunked, words keep their first `max_word_len` characters."""
+    words, chars, tags = vocab.words, vocab.chars, vocab.tags
     if max_word_len < 1:
         raise ValueError(f"max_word_len must be >= 1, got {max_word_len}")
     rows = [piece for s in sentences for piece in chunk(s, max_len)]
@@ -80,23 +83,22 @@ def encode_split(
     form_word = np.array([words.encode(w) for w in distinct] or [0], dtype=np.int32)
     form_chars = np.zeros((max(len(distinct), 1), max_word_len), dtype=np.int32)
     for i, w in enumerate(distinct):
-        ids = [chars.encode(c) for c in w[:max_word_len]]
+        ids = spell(w, chars, max_word_len)
         form_chars[i, :len(ids)] = ids
-    form_ambiguous = np.array([w in ambiguous for w in distinct] or [False]) & (form_word != OOV_ID)
+    form_ambiguous = np.array([w in vocab.ambiguous for w in distinct] or [False]) & (form_word != OOV_ID)
 
     shape = (n, max_len)
     out_words = np.zeros(shape, dtype=np.int32)
     out_chars = np.zeros(shape + (max_word_len,), dtype=np.int32)
+    pad_ids = spell(vocab.pad_spelling, chars, max_word_len)
+    out_chars[:, :, :len(pad_ids)] = pad_ids  # PAD positions; real tokens are written below
     out_tags = np.zeros(shape, dtype=np.int32)
     out_ambiguous = np.zeros(shape, dtype=bool)
-    out_tokens = np.full(shape, "", dtype=object)
     out_words[row_of, col_of] = form_word[token_form]
     out_chars[row_of, col_of] = form_chars[token_form]
     out_tags[row_of, col_of] = [tags.encode(t) for r in rows for _, t in r]
     out_ambiguous[row_of, col_of] = form_ambiguous[token_form]
-    out_tokens[row_of, col_of] = forms
-    return EncodedSplit(out_words, out_chars, out_tags, out_words == OOV_ID, out_ambiguous,
-                        out_tokens)
+    return EncodedSplit(out_words, out_chars, out_tags, out_words == OOV_ID, out_ambiguous)
 
 
 @dataclass
@@ -107,13 +109,15 @@ class Vocabularies:
     chars: Vocab
     tags: Vocab
     ambiguous: frozenset[str]
+    pad_spelling: str = ""  # the characters of a PAD position: "<PAD>" in the original code
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the vocabularies as JSON."""
         data = {
-            "format": "convatt-vocabularies", "version": 1,
+            "format": "convatt-vocabularies", "version": 2,
             "words": list(self.words.tokens), "chars": list(self.chars.tokens),
             "tags": list(self.tags.tokens), "ambiguous": sorted(self.ambiguous),
+            "pad_spelling": self.pad_spelling,
         }
         Path(path).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 
@@ -134,20 +138,26 @@ class Vocabularies:
                                "\"convatt-vocabularies\")", path)
         try:
             return cls(Vocab(tuple(data["words"])), Vocab(tuple(data["chars"])),
-                       Vocab(tuple(data["tags"])), frozenset(data["ambiguous"]))
+                       Vocab(tuple(data["tags"])), frozenset(data["ambiguous"]),
+                       str(data.get("pad_spelling", "")))  # version 1 (older runs): zeros
         except (KeyError, TypeError, ValueError) as e:
             raise ConvattError(f"malformed vocabularies file: {e}", path) from e
 
 
-def build_vocabularies(corpus: Corpus, preset: str) -> Vocabularies:
+def build_vocabularies(corpus: Corpus, preset: str, protocol: Protocol = DEFAULT_PROTOCOL) -> Vocabularies:
     """The paper's vocabularies: words counted over train+dev+test (PTB: the 20,000 most
-    frequent; UD: the most frequent half of the distinct forms), chars, tags and
-    ambiguous words from train."""
+    frequent; UD: the most frequent half of the distinct forms), chars and ambiguous
+    words from train. With the original protocol's `vocabulary`, the chars of the
+    special tokens join the chars and the tags are counted over all splits, as the
+    original code does; its `pad_inputs` spell PAD positions "<PAD>"."""
     if preset not in PRESETS:
         raise ConvattError(f"unknown preset {preset!r}: expected one of {', '.join(PRESETS)}")
     if preset == "ptb":
         words = build_word_vocab(corpus.all_sentences(), max_size=PTB_WORDS)
     else:
         words = build_word_vocab(corpus.all_sentences(), fraction=UD_WORD_FRACTION)
-    return Vocabularies(words, build_char_vocab(corpus.train), build_tag_vocab(corpus.train),
-                        ambiguous_words(corpus.train))
+    original_vocab = protocol.vocabulary == "original"
+    chars = build_char_vocab(corpus.train, SPECIAL_TOKENS if original_vocab else ())
+    tags = build_tag_vocab(corpus.all_sentences() if original_vocab else corpus.train)
+    pad_spelling = PAD if protocol.pad_inputs == "original" else ""
+    return Vocabularies(words, chars, tags, ambiguous_words(corpus.train), pad_spelling)

@@ -10,6 +10,8 @@ from convatt.data.corpus import Sentence
 
 PAD, OOV = "<PAD>", "<OOV>"
 PAD_ID, OOV_ID = 0, 1
+SPECIAL_TOKENS = (PAD, OOV, "<S>", "</S>")
+"""The original code's special token strings: their characters are in its char vocabulary."""
 
 
 @dataclass(frozen=True)
@@ -42,14 +44,6 @@ class Vocab:
         """Index of `token`, or 1 (OOV) when it is not in the vocabulary."""
         return self._index.get(token, OOV_ID)
 
-    def to_dict(self) -> dict:
-        """A JSON-able form, read back by `from_dict`."""
-        return {"tokens": list(self.tokens)}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Vocab":
-        return cls(tuple(data["tokens"]))
-
     @classmethod
     def from_items(cls, items: Iterable[str]) -> "Vocab":
         """<PAD>, <OOV>, then `items` in the given order (duplicates dropped)."""
@@ -80,14 +74,23 @@ def build_word_vocab(
     return Vocab.from_items(word for word, _ in counts.most_common(size))
 
 
-def build_char_vocab(train_sentences: Iterable[Sentence]) -> Vocab:
-    """The characters of the training words, in code-point order."""
-    return Vocab.from_items(sorted({ch for s in train_sentences for word, _ in s for ch in word}))
+def build_char_vocab(train_sentences: Iterable[Sentence], extra_words: Iterable[str] = ()) -> Vocab:
+    """The characters of the training words (and of `extra_words`), in code-point order.
+
+    The original code adds the characters of its special tokens (`SPECIAL_TOKENS`),
+    so that a PAD position can be spelt "<PAD>".
+    """
+    words = [word for s in train_sentences for word, _ in s] + list(extra_words)
+    return Vocab.from_items(sorted({ch for word in words for ch in word}))
 
 
-def build_tag_vocab(train_sentences: Iterable[Sentence]) -> Vocab:
-    """The tags of the training data, sorted (45 PTB tags -> 47 labels with PAD and OOV)."""
-    return Vocab.from_items(sorted({tag for s in train_sentences for _, tag in s}))
+def build_tag_vocab(sentences: Iterable[Sentence]) -> Vocab:
+    """The tags of `sentences`, sorted (45 PTB tags -> 47 labels with PAD and OOV).
+
+    The original code counts them over train+dev+test, so a tag seen only in test
+    has an output unit (never a training target); over train alone it maps to OOV.
+    """
+    return Vocab.from_items(sorted({tag for s in sentences for _, tag in s}))
 
 
 def ambiguous_words(train_sentences: Iterable[Sentence]) -> frozenset[str]:

@@ -1,26 +1,46 @@
 """Learnable relative position biases A^r (Dufter et al., 2020, §2.3)."""
 from __future__ import annotations
 
+import math
+
 import keras
+import numpy as np
 from keras import ops
 
 from convatt.layers._utils import check_scores_shape, per_head_initializer
+
+
+PARAMETERIZATIONS = ("lookup", "circulant")
 
 
 @keras.saving.register_keras_serializable(package="convatt")
 class RelativeBias(keras.layers.Layer):
     """Adds a learnable bias per head and relative offset to attention scores.
 
-    This is the "+R" modification of Dufter, Schmitt & Schütze (2020):
-    `A^r[h, i, j] = a^r[h, i - j + max_len]` with a vector `a^r[h]` of `2 * max_len`
-    learnable scalars per head (offsets `i - j` in `[1 - max_len, max_len - 1]` use
-    entries `1 .. 2 * max_len - 1`; entry 0 is never read, kept so the parameter
-    count is the paper's `2t`). Not shared across heads. Initialised glorot-normal
-    as if each head's `(2 * max_len,)` vector were its own variable.
+    This is the "+R" modification of Dufter, Schmitt & Schütze (2020), with a
+    vector `a^r[h]` of `2 * max_len` learnable scalars per head (not shared across
+    heads), used in one of two ways:
+
+    - `parameterization="lookup"` (the paper's text):
+      `A^r[h, i, j] = a^r[h, i - j + max_len]` (offsets `i - j` in
+      `[1 - max_len, max_len - 1]` use entries `1 .. 2 * max_len - 1`; entry 0 is
+      never read, kept so the parameter count is the paper's `2t`). Initialised
+      glorot-normal as Keras 3 counts the fans of each head's `(2t,)` vector.
+    - `parameterization="circulant"` (the paper's code, `selfattention.py`: the
+      vector is the spectrum of a `LinearOperatorCirculant` whose top-left
+      `t x t` block is added, cast to real):
+      `A^r[h, i, j] = Re(IFFT(a^r[h]))[(i - j) mod 2t]
+      = (1 / 2t) sum_m a^r[h, m] cos(2 pi m (i - j) / 2t)`, symmetric in
+      `i - j` (distance, no direction). Initialised glorot-normal as Keras 2.2.4
+      counted the fans of a 1-d shape (`fan_in = fan_out = sqrt(2t)`), i.e. a
+      truncated normal of standard deviation `sqrt(1 / sqrt(2t)) / 0.8796`.
+      The SAN+R and SAN+P+R numbers of the paper come from this one.
 
     Args:
         max_len: int. The longest query / key length the layer supports.
         num_heads: int. The number of attention heads.
+        parameterization: `"lookup"` (default, the paper's text) or
+            `"circulant"` (the paper's code).
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -45,10 +65,14 @@ class RelativeBias(keras.layers.Layer):
      - [Dufter, Schmitt & Schütze, 2020](https://aclanthology.org/2020.coling-main.324/)
     """
 
-    def __init__(self, max_len: int, num_heads: int, **kwargs):
+    def __init__(self, max_len: int, num_heads: int, parameterization: str = "lookup", **kwargs):
         super().__init__(**kwargs)
+        if parameterization not in PARAMETERIZATIONS:
+            raise ValueError(f"parameterization must be one of {PARAMETERIZATIONS}; "
+                             f"received {parameterization!r}.")
         self.max_len = int(max_len)
         self.num_heads = int(num_heads)
+        self.parameterization = parameterization
 
     def build(self, input_shape=None):
         if input_shape is not None:
@@ -57,13 +81,28 @@ class RelativeBias(keras.layers.Layer):
         self.biases = self.add_weight(
             name="biases",
             shape=shape,
-            initializer=per_head_initializer("glorot_normal", shape, shape[1:]),
+            initializer=self._initializer(shape),
         )
+
+    def _initializer(self, shape):
+        if self.parameterization == "lookup":
+            return per_head_initializer("glorot_normal", shape, shape[1:])
+        keras2_fan = math.sqrt(shape[1])  # Keras 2.2.4's _compute_fans for a 1-d shape
+        stddev = math.sqrt(1.0 / keras2_fan) / 0.87962566103423978  # its truncated-normal correction
+        return keras.initializers.TruncatedNormal(stddev=stddev)
+
+    def _distance_profile(self):
+        """`(num_heads, 2t)`: the circulant's first column `Re(IFFT(a^r))`, per head."""
+        n = 2 * self.max_len
+        basis = np.cos(2 * np.pi * np.outer(np.arange(n), np.arange(n)) / n) / n  # (m, k), symmetric
+        return ops.matmul(self.biases, ops.convert_to_tensor(basis, dtype=self.biases.dtype))
 
     def relative_matrix(self, query_len, key_len):
         """`A^r[:, :query_len, :key_len]`, shape `(num_heads, query_len, key_len)`."""
         offsets = ops.expand_dims(ops.arange(query_len), 1) - ops.expand_dims(ops.arange(key_len), 0)
-        return ops.take(self.biases, offsets + self.max_len, axis=1)
+        if self.parameterization == "lookup":
+            return ops.take(self.biases, offsets + self.max_len, axis=1)
+        return ops.take(self._distance_profile(), offsets % (2 * self.max_len), axis=1)
 
     def call(self, attention_scores):
         check_scores_shape(self.name, attention_scores.shape, self.num_heads, self.max_len)
@@ -75,5 +114,6 @@ class RelativeBias(keras.layers.Layer):
 
     def get_config(self) -> dict:
         config = super().get_config()
-        config.update({"max_len": self.max_len, "num_heads": self.num_heads})
+        config.update({"max_len": self.max_len, "num_heads": self.num_heads,
+                       "parameterization": self.parameterization})
         return config

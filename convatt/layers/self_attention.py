@@ -51,6 +51,8 @@ class SelfAttention(keras.layers.Layer):
             Shorter sequences are fine.
         position_interaction: bool. Add learnable `A^p` (SAN+P).
         relative_bias: bool. Add learnable relative biases `A^r` (SAN+R).
+        relative_bias_parameterization: `"lookup"` (the paper's text, the
+            default) or `"circulant"` (the paper's code); see `RelativeBias`.
         temperature: bool. Learnable scalar per projection matrix (+Temp).
         attention_conv: `None`, `"1d"` (+Conv) or `"2d"` (+Conv2d).
         conv_kernel_size: int. Filter width of `attention_conv`. Defaults to 3.
@@ -106,6 +108,7 @@ class SelfAttention(keras.layers.Layer):
         max_len: int | None = None,
         position_interaction: bool = False,
         relative_bias: bool = False,
+        relative_bias_parameterization: str = "lookup",
         temperature: bool = False,
         attention_conv: str | None = None,
         conv_kernel_size: int = 3,
@@ -133,6 +136,7 @@ class SelfAttention(keras.layers.Layer):
         self.max_len = None if max_len is None else int(max_len)
         self.position_interaction = bool(position_interaction)
         self.relative_bias = bool(relative_bias)
+        self.relative_bias_parameterization = relative_bias_parameterization
         self.temperature = bool(temperature)
         self.attention_conv = attention_conv
         self.conv_kernel_size = int(conv_kernel_size)
@@ -148,7 +152,11 @@ class SelfAttention(keras.layers.Layer):
         self._position_interaction = (
             PositionInteraction(self.max_len, h, name="position_interaction") if self.position_interaction else None
         )
-        self._relative_bias = RelativeBias(self.max_len, h, name="relative_bias") if self.relative_bias else None
+        self._relative_bias = (
+            RelativeBias(self.max_len, h, parameterization=relative_bias_parameterization, name="relative_bias")
+            if self.relative_bias
+            else None
+        )
         self._relative_position = (
             RelativePositionRepresentation(
                 self.relative_position_representation, self.head_dim, name="relative_position_representation"
@@ -274,6 +282,7 @@ class SelfAttention(keras.layers.Layer):
                 "max_len": self.max_len,
                 "position_interaction": self.position_interaction,
                 "relative_bias": self.relative_bias,
+                "relative_bias_parameterization": self.relative_bias_parameterization,
                 "temperature": self.temperature,
                 "attention_conv": self.attention_conv,
                 "conv_kernel_size": self.conv_kernel_size,

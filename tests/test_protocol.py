@@ -1,0 +1,95 @@
+"""The training protocol: the original code's computations, Keras 3's, and ablations of one item."""
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from convatt.batching import iterate_batches
+from convatt.cli import _protocol, build_parser
+from convatt.data import Vocabularies, build_vocabularies, encode_split, load_corpus
+from convatt.errors import ConvattError
+from convatt.model import build_tagger
+from convatt.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.runs import RunConfig, Setting
+from convatt.variants import make_config
+
+from conftest import LINES
+
+
+def test_named_protocols_and_labels():
+    original, keras3 = Protocol.named("original"), Protocol.named("keras3")
+    assert DEFAULT_PROTOCOL == original and original.name == "original" and keras3.label() == "keras3"
+    assert all(getattr(original, f.name) != getattr(keras3, f.name) for f in Protocol.items())
+    mixed = original.with_overrides(optimizer="keras3-rmsprop", loss=None)
+    assert mixed.name is None and mixed.label() == "original with optimizer=keras3-rmsprop"
+    assert Protocol.from_dict(mixed.to_dict()) == mixed
+    with pytest.raises(ConvattError, match="optimizer must be one of"):
+        original.with_overrides(optimizer="adam")
+    with pytest.raises(ConvattError, match="unknown protocol item"):
+        Protocol.from_dict({"optimiser": "keras2-rmsprop"})
+    with pytest.raises(ConvattError, match="unknown protocol 'keras2'"):
+        Protocol.named("keras2")
+
+
+def test_cli_options_set_the_protocol_and_its_items():
+    parse = lambda *extra: _protocol(build_parser().parse_args(["train", "--preset", "ud", "--variant", "san",
+                                                                 "--out", "x", *extra]))
+    assert parse() == DEFAULT_PROTOCOL
+    assert parse("--protocol", "keras3") == Protocol.named("keras3")
+    ablation = parse("--relative-bias", "lookup", "--early-stopping", "exact")
+    assert (ablation.relative_bias, ablation.early_stopping, ablation.optimizer) == ("lookup", "exact", "keras2-rmsprop")
+
+
+def test_runs_before_protocols_load_as_keras3():
+    old = {"preset": "ud", "variant": "san", "seed": 1, "data": "d", "out": "o", "epochs": 100}  # no protocol
+    config = RunConfig.from_json(old)
+    assert config.protocol == Protocol.named("keras3") and config.setting == Setting(protocol="keras3")
+    new = RunConfig(preset="ud", variant="san", seed=1, data="d", out="o")
+    assert config.differences(new) == ["protocol: keras3 -> original"]
+    assert RunConfig.from_json(json.loads(json.dumps(new.to_json()))) == new
+    assert new.setting.is_paper and new.setting.label() == ""
+    assert Setting("keras3", True, 200, 5).label() == "keras3, mask, limit 200, max 5 epochs"
+
+
+def _padded_batch(protocol: Protocol):
+    corpus = load_corpus("ud", LINES)
+    vocab = build_vocabularies(corpus, "ud", protocol)
+    split = encode_split(corpus.dev[:8], vocab)
+    config = make_config("ud", "san-p-r", protocol)
+    keras.utils.set_random_seed(0)
+    model = build_tagger(config, len(vocab.words), len(vocab.chars), len(vocab.tags), jit_compile=False,
+                         protocol=protocol)
+    x, y, w = next(iterate_batches(split, 8))
+    return model, x, y, w
+
+
+@pytest.mark.parametrize("name", ["original", "keras3"])
+def test_loss_normalisation_by_hand(name):
+    model, x, y, w = _padded_batch(Protocol.named(name))
+    assert 0 < w.mean() < 0.8  # a padded batch
+    probs = np.clip(model.predict_on_batch(x).astype("float64"), 1e-7, 1 - 1e-7)
+    cross_entropy = -np.log(np.take_along_axis(probs, y[..., None], axis=-1))[..., 0]
+    denominator = w.sum() if name == "original" else w.size  # real tokens / all positions
+    expected = (cross_entropy * w).sum() / denominator
+    loss = model.test_on_batch(x, y, sample_weight=w, return_dict=True)["loss"]
+    assert float(loss) == pytest.approx(expected, rel=1e-4)
+
+
+def test_residual_adds_the_dropped_tensor_in_the_original():
+    for protocol, source in ((Protocol.named("original"), "dropout_1"), (Protocol.named("keras3"), "layer_0_input")):
+        model = build_tagger(make_config("ud", "san", protocol), 50, 20, 10, jit_compile=False, protocol=protocol)
+        residual = model.get_layer("residual_1")
+        assert residual._inbound_nodes[0].input_tensors[0]._keras_history.operation.name == source
+
+
+def test_network_items_reach_the_layers():
+    original = build_tagger(make_config("ud", "san-p-r"), 50, 20, 10, jit_compile=False)
+    attention = original.get_layer("attention_1")
+    assert attention.relative_bias_parameterization == "circulant"
+    assert attention.get_config()["kernel_initializer"]["class_name"] == "GlorotNormal"
+    assert type(original.optimizer).__name__ == "RMSpropKeras2"
+    keras3 = build_tagger(make_config("ud", "san-p-r", Protocol.named("keras3")), 50, 20, 10, jit_compile=False,
+                          protocol=Protocol.named("keras3"))
+    assert keras3.get_layer("attention_1").relative_bias_parameterization == "lookup"
+    assert type(keras3.optimizer) is keras.optimizers.RMSprop
