@@ -17,7 +17,8 @@ exists), queued or running on Slurm (an array task of an earlier submission unde
 
     RUNS/slurm/<grid>-<YYYYmmdd-HHMMSS>/tasks.txt    line i: the run of array task i
     RUNS/slurm/<grid>-<YYYYmmdd-HHMMSS>/job.sbatch   the batch script given to sbatch
-    RUNS/slurm/<grid>-<YYYYmmdd-HHMMSS>/job_id       the array's job id
+    RUNS/slurm/<grid>-<YYYYmmdd-HHMMSS>/job_id       the array's job id (for the user; runs are
+                                                     matched to squeue by the batch script's path)
     RUNS/slurm/<grid>-<YYYYmmdd-HHMMSS>/logs/<task>.out   Slurm's output of each task
 
 Each array task (`task`) appends the command's output to its run's `train.log` and
@@ -75,37 +76,50 @@ def read_runs(path: Path) -> list[Run]:
     return runs
 
 
-def squeue_array_tasks() -> dict[tuple[str, str], str] | None:
-    """{(array job id, task id): state} of this user's unfinished jobs; None if squeue fails."""
+@dataclass(frozen=True)
+class QueuedTask:
+    """One array task that squeue lists, not yet over."""
+    job_id: str
+    task_id: str
+    state: str
+    script: str  # the batch script sbatch was given: RUNS/slurm/<submission>/job.sbatch for ours
+
+
+def squeue_tasks() -> list[QueuedTask] | None:
+    """This user's array tasks that are not over (one line each: squeue -r); None if squeue fails."""
     try:
-        proc = subprocess.run(["squeue", "-h", "-r", "-u", getpass.getuser(), "-o", "%F|%K|%T"],
+        proc = subprocess.run(["squeue", "-h", "-r", "-u", getpass.getuser(), "-o", "%F|%K|%T|%o"],
                               capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:
         return None
-    tasks = {}
+    tasks = []
     for line in proc.stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 3 and parts[2] in ACTIVE_STATES:
-            tasks[(parts[0], parts[1])] = parts[2]
+        parts = line.strip().split("|", 3)
+        if len(parts) == 4 and parts[2] in ACTIVE_STATES:
+            tasks.append(QueuedTask(*parts))
     return tasks
 
 
-def submissions(runs_root: Path) -> list[Path]:
-    """The earlier submissions under RUNS/slurm/ that reached sbatch (they have a job_id)."""
-    return sorted(p.parent for p in (runs_root / SLURM_DIR).glob("*/job_id"))
-
-
-def active_runs(runs_root: Path, squeue: dict[tuple[str, str], str]) -> dict[str, str]:
-    """{absolute run dir: squeue state} of the runs an earlier submission has queued or running."""
+def active_runs(runs_root: Path, tasks: list[QueuedTask]) -> dict[str, str]:
+    """{absolute run dir: squeue state} of the runs that earlier submissions into RUNS have queued
+    or running. A task is ours when its batch script is RUNS/slurm/*/job.sbatch, and it trains
+    the run on its line of the tasks.txt beside it; job ids alone would not do, as a
+    reinstalled Slurm counts them from 1 again."""
+    slurm_dir = (runs_root / SLURM_DIR).resolve()
+    task_lists: dict[Path, list[Run]] = {}
     found = {}
-    for sub in submissions(runs_root):
-        job_id = (sub / "job_id").read_text().strip()
-        for index, run in enumerate(read_runs(sub / "tasks.txt")):
-            state = squeue.get((job_id, str(index)))
-            if state:
-                found[os.path.abspath(run.run_dir)] = state
+    for task in tasks:
+        script = Path(task.script)
+        if script.name != "job.sbatch" or script.parent.parent != slurm_dir or not task.task_id.isdigit():
+            continue
+        if script not in task_lists:
+            tasks_file = script.parent / "tasks.txt"
+            task_lists[script] = read_runs(tasks_file) if tasks_file.exists() else []
+        runs = task_lists[script]
+        if int(task.task_id) < len(runs):
+            found[os.path.abspath(runs[int(task.task_id)].run_dir)] = task.state
     return found
 
 
@@ -133,7 +147,7 @@ def submit(args: argparse.Namespace) -> int:
                           "experiments/slurm_local.sh start brings up a local one)")
     runs_root = Path(args.runs)
     runs = read_runs(Path(args.runs_file))
-    squeue = squeue_array_tasks()
+    squeue = squeue_tasks()
     if squeue is None:
         raise SubmitError("squeue failed, so the runs already queued or running are unknown; "
                           "nothing submitted (is slurmctld reachable? try `squeue`)")
@@ -171,7 +185,7 @@ def submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def clear_stale_lock(run_dir: Path, own_task: str, squeue: dict[tuple[str, str], str] | None) -> None:
+def clear_stale_lock(run_dir: Path, own_task: str, squeue: list[QueuedTask] | None) -> None:
     """Remove `run_dir/.lock` if the Slurm task named in it is gone (or is this task, requeued).
 
     `convatt train` writes "host pid N slurm JOB_TASK" into the lock file it flocks. On
@@ -188,7 +202,8 @@ def clear_stale_lock(run_dir: Path, own_task: str, squeue: dict[tuple[str, str],
     match = re.search(r"\bslurm (\d+)_(\d+)\b", holder)
     if not match or squeue is None:
         return
-    if match.group(0) == f"slurm {own_task}" or (match.group(1), match.group(2)) not in squeue:
+    listed = {(t.job_id, t.task_id) for t in squeue}
+    if match.group(0) == f"slurm {own_task}" or (match.group(1), match.group(2)) not in listed:
         lock.unlink(missing_ok=True)
         print(f"removed the lock of Slurm task {match.group(1)}_{match.group(2)}, which is gone ({holder})",
               flush=True)
@@ -217,7 +232,7 @@ def task(args: argparse.Namespace) -> int:
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} task {own_task} on {os.uname().nodename}: {run.run_dir}\n"
           f"+ {run.command}", flush=True)
     run_dir.mkdir(parents=True, exist_ok=True)
-    clear_stale_lock(run_dir, own_task, squeue_array_tasks())
+    clear_stale_lock(run_dir, own_task, squeue_tasks())
     env, argv = split_command(run.command)
     log = os.open(run_dir / "train.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)
@@ -230,7 +245,7 @@ def counts(args: argparse.Namespace) -> int:
     """'N queued, M running on Slurm' for the given run dirs; nothing when Slurm is not there."""
     if shutil.which("squeue") is None:
         return 0
-    squeue = squeue_array_tasks()
+    squeue = squeue_tasks()
     if squeue is None:
         print(", Slurm: squeue failed")
         return 0
