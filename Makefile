@@ -187,11 +187,13 @@ plots: | $(VENV_STAMP)
 	$(CONVATT) plot --runs $(RUNS) --out $(RESULTS)
 
 count_done = $(words $(wildcard $(1))) of $(words $(1))
-# where squeue is on PATH: ", N queued, M running on Slurm" (array tasks of RUNS/slurm/ submissions)
-count_slurm = $(if $(SQUEUE),$(shell $(PYTHON) experiments/slurm_submit.py counts --runs $(RUNS) $(patsubst %/result.json,%,$(1))))
+# where Slurm answers: ", N queued, M running on Slurm" (array tasks of RUNS/slurm/ submissions)
+count_slurm = $(if $(SLURM_ANSWERS),$(shell $(PYTHON) experiments/slurm_submit.py counts --runs $(RUNS) $(patsubst %/result.json,%,$(1))))
 status: SQUEUE := $(shell command -v squeue)
+status: SLURM_ANSWERS := $(if $(SQUEUE),$(shell squeue -h -u "$$(id -un)" -o %i >/dev/null 2>&1 && echo yes))
 status:
 	@echo "RUNS=$(RUNS)"
+	$(if $(and $(SQUEUE),$(if $(SLURM_ANSWERS),,no)),@echo "Slurm: squeue is there but does not answer; queued and running runs are not counted")
 	@echo "ptb-all:       $(call count_done,$(PTB_ALL)) runs finished$(call count_slurm,$(PTB_ALL))"
 	@echo "ud-all:        $(call count_done,$(UD_ALL)) runs finished$(call count_slurm,$(UD_ALL)) ($(words $(UD_FOUND)) treebanks under $(UD_DIR))"
 	@echo "ptb-positions: $(call count_done,$(PTB_POSITIONS)) runs finished$(call count_slurm,$(PTB_POSITIONS))"

@@ -190,6 +190,10 @@ def test_a_cancelled_task_is_resubmitted_alone_and_resumes(tmp_path):
     _, job_id = submitted(submit_grid(runs, *grid))
     sub = submission_of(runs, job_id)
     victim = Path((sub / "tasks.txt").read_text().splitlines()[1].split()[0])  # array task 1
+    status = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "status", f"RUNS={runs}",
+                             f"TREEBANKS={TREEBANK}", *grid[:2]], capture_output=True, text=True, env=make_env())
+    counts = re.search(r"^ud-all: +0 of 2 runs finished, (\d+) queued, (\d+) running on Slurm", status.stdout, re.M)
+    assert counts and int(counts.group(1)) + int(counts.group(2)) == 2, status.stdout + status.stderr
     other = Path((sub / "tasks.txt").read_text().splitlines()[0].split()[0])
 
     deadline = time.monotonic() + WAIT_LIMIT_S
