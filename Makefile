@@ -7,7 +7,7 @@
 #   make ud-positions   ... and on UD
 #   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*
 #   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}
-#   make status         how many runs of each grid are finished
+#   make status         how many runs of each grid are finished (and queued/running on Slurm)
 #   make test           the test suite (TensorFlow, then the layer tests again on JAX)
 #   make venv           the virtual environment .venv (everything else builds it first)
 #
@@ -17,6 +17,11 @@
 # where it stopped (the run itself resumes from its last finished epoch), and
 # `make -j N` trains N runs at once, each in its own directory.
 # Several GPUs: `make -j 4 ptb-all GPUS="0 1 2 3"` (see experiments/gpu_slot.sh).
+# On a Slurm cluster: `make ptb-all SUBMIT=slurm SBATCH_FLAGS="--gres=gpu:1 --time=4:00:00"`
+# submits the grid's unfinished runs (neither finished nor queued/running) as one job
+# array, one task per run running the same command, and returns; run it again after a
+# preemption or a time limit (see experiments/slurm_submit.py; experiments/slurm_local.sh
+# starts a one-node Slurm on this machine for trying it).
 # The how-to is README.md ("Running the experiments"). Paths must not contain spaces.
 
 SHELL := /bin/bash
@@ -55,6 +60,12 @@ EXTRAS       ?= dev
 JAX_CACHE    ?= $(abspath $(RUNS))/.jax-cache
 # parallel runs; the same as make -j JOBS
 JOBS         ?=
+# slurm: submit the grid's unfinished runs as one Slurm job array instead of running them here
+SUBMIT       ?=
+# more sbatch options for SUBMIT=slurm, e.g. "--partition=gpu --gres=gpu:1 --time=4:00:00 --mem=16G"
+SBATCH_FLAGS ?=
+# SUBMIT=slurm: at most N array tasks at once (--array=0-K%N); empty: as many as Slurm gives
+MAX_PARALLEL ?=
 
 ifneq ($(JOBS),)
 MAKEFLAGS += -j$(JOBS)
@@ -109,29 +120,60 @@ endif
 
 # ---- the runs ----
 .PHONY: ptb-all ud-all ptb-positions ud-positions
+ifeq ($(SUBMIT),)
 ptb-all: $(PTB_ALL)
 ud-all: $(UD_ALL)
 ptb-positions: $(PTB_POSITIONS)
 ud-positions: $(UD_POSITIONS)
+else ifeq ($(SUBMIT),slurm)
+# One job array of the grid's runs that are neither finished nor queued/running; each
+# array task runs the run's train_command (experiments/slurm_submit.py). The task list
+# (RUNS/slurm/<grid>.runs: "RUN_DIR COMMAND" per run) is written here, by make.
+SLURM_SUBMIT = $(PYTHON) experiments/slurm_submit.py
+define slurm_submit
+$(shell mkdir -p $(RUNS)/slurm)$(file >$(RUNS)/slurm/$@.runs,$(foreach t,$(1),$(patsubst %/result.json,%,$(t)) $(call train_command,$(t))
+))$(SLURM_SUBMIT) submit --grid $@ --runs $(RUNS) --runs-file $(RUNS)/slurm/$@.runs \
+  --python $(abspath $(VENV))/bin/python --chdir $(CURDIR) --sbatch-flags "$(SBATCH_FLAGS)" $(if $(MAX_PARALLEL),--max-parallel $(MAX_PARALLEL))
+endef
+ptb-all: | $(VENV_STAMP)
+	@$(call slurm_submit,$(PTB_ALL))
+ud-all: | $(VENV_STAMP)
+	@$(call slurm_submit,$(UD_ALL))
+ptb-positions: | $(VENV_STAMP)
+	@$(call slurm_submit,$(PTB_POSITIONS))
+ud-positions: | $(VENV_STAMP)
+	@$(call slurm_submit,$(UD_POSITIONS))
+else
+$(error SUBMIT=$(SUBMIT): the one value is "slurm" (submit to Slurm); leave it empty to run here)
+endif
 
-# $(call train,PRESET,VARIANT,SEED_DIR,DATA): one run into the target's directory,
-# its output also appended to train.log there. The venv is an order-only
-# prerequisite: reinstalling it (setup.cfg changed) must not redo finished runs.
+# $(call train_command,RESULT_JSON): the command that trains one run into RESULT_JSON's
+# directory. The parts of RUNS/ptb/<variant>/seed<S>/result.json and
+# RUNS/ud/UD_<Treebank>/<variant>/seed<S>/result.json name the preset, variant, seed, data.
+run_parts = $(subst /, ,$(patsubst $(RUNS)/%/result.json,%,$(1)))
 train_flags = --preset $(1) --variant $(2) --seed $(patsubst seed%,%,$(3)) --data $(4) \
   $(if $(and $(filter ptb,$(1)),$(EMBEDDINGS)),--embeddings $(EMBEDDINGS)) $(if $(EPOCHS),--epochs $(EPOCHS)) \
-  $(if $(LIMIT),--limit $(LIMIT)) $(if $(MASK_PADDING),--mask-padding) $(TRAIN_FLAGS) --out $(@D)
+  $(if $(LIMIT),--limit $(LIMIT)) $(if $(MASK_PADDING),--mask-padding) $(TRAIN_FLAGS) --out $(5)
+run_flags = $(strip $(if $(filter ptb,$(word 1,$(2))),\
+  $(call train_flags,ptb,$(word 2,$(2)),$(word 3,$(2)),$(PTB_DIR),$(1)),\
+  $(call train_flags,ud,$(word 3,$(2)),$(word 4,$(2)),$(UD_DIR)/$(word 2,$(2)),$(1))))
+train_env = $(if $(JAX_CACHE),JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) )
+train_program = $(CONVATT) train $(call run_flags,$(patsubst %/result.json,%,$(1)),$(call run_parts,$(1)))
+train_command = $(train_env)$(call train_program,$(1))
+
+# One run into the target's directory, its output also appended to train.log there.
+# The venv is an order-only prerequisite: reinstalling it (setup.cfg changed) must not
+# redo finished runs.
 define train
 @mkdir -p $(@D)
-$(if $(JAX_CACHE),JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) )$(if $(GPUS),GPUS="$(GPUS)" experiments/gpu_slot.sh )$(CONVATT) train $(strip $(train_flags)) 2>&1 | tee -a $(@D)/train.log
+$(train_env)$(if $(GPUS),GPUS="$(GPUS)" experiments/gpu_slot.sh )$(call train_program,$@) 2>&1 | tee -a $(@D)/train.log
 endef
 
-# stem: <variant>/seed<S>
 $(RUNS)/ptb/%/result.json: | $(VENV_STAMP)
-	$(call train,ptb,$(word 1,$(subst /, ,$*)),$(word 2,$(subst /, ,$*)),$(PTB_DIR))
+	$(train)
 
-# stem: UD_<Treebank>/<variant>/seed<S>
 $(RUNS)/ud/%/result.json: | $(VENV_STAMP)
-	$(call train,ud,$(word 2,$(subst /, ,$*)),$(word 3,$(subst /, ,$*)),$(UD_DIR)/$(word 1,$(subst /, ,$*)))
+	$(train)
 
 # Never delete a finished run's result.json when make is interrupted.
 .PRECIOUS: $(RUNS)/ptb/%/result.json $(RUNS)/ud/%/result.json
@@ -145,12 +187,17 @@ plots: | $(VENV_STAMP)
 	$(CONVATT) plot --runs $(RUNS) --out $(RESULTS)
 
 count_done = $(words $(wildcard $(1))) of $(words $(1))
+# where Slurm answers: ", N queued, M running on Slurm" (array tasks of RUNS/slurm/ submissions)
+count_slurm = $(if $(SLURM_ANSWERS),$(shell $(PYTHON) experiments/slurm_submit.py counts --runs $(RUNS) $(patsubst %/result.json,%,$(1))))
+status: SQUEUE := $(shell command -v squeue)
+status: SLURM_ANSWERS := $(if $(SQUEUE),$(shell squeue -h -u "$$(id -un)" -o %i >/dev/null 2>&1 && echo yes))
 status:
 	@echo "RUNS=$(RUNS)"
-	@echo "ptb-all:       $(call count_done,$(PTB_ALL)) runs finished"
-	@echo "ud-all:        $(call count_done,$(UD_ALL)) runs finished ($(words $(UD_FOUND)) treebanks under $(UD_DIR))"
-	@echo "ptb-positions: $(call count_done,$(PTB_POSITIONS)) runs finished"
-	@echo "ud-positions:  $(call count_done,$(UD_POSITIONS)) runs finished"
+	$(if $(and $(SQUEUE),$(if $(SLURM_ANSWERS),,no)),@echo "Slurm: squeue is there but does not answer; queued and running runs are not counted")
+	@echo "ptb-all:       $(call count_done,$(PTB_ALL)) runs finished$(call count_slurm,$(PTB_ALL))"
+	@echo "ud-all:        $(call count_done,$(UD_ALL)) runs finished$(call count_slurm,$(UD_ALL)) ($(words $(UD_FOUND)) treebanks under $(UD_DIR))"
+	@echo "ptb-positions: $(call count_done,$(PTB_POSITIONS)) runs finished$(call count_slurm,$(PTB_POSITIONS))"
+	@echo "ud-positions:  $(call count_done,$(UD_POSITIONS)) runs finished$(call count_slurm,$(UD_POSITIONS))"
 
 # ---- environment and tests ----
 .PHONY: venv $(VENV) test

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import fcntl
 import json
 import os
@@ -80,14 +81,27 @@ def read_json(path: Path) -> dict:
         raise ConvattError(f"not valid JSON ({e.msg})", path, e.lineno) from None
 
 
+def lock_holder() -> str:
+    """What the lock file says about its holder: "host pid N", plus "slurm JOB_TASK" in a Slurm array task.
+
+    experiments/slurm_submit.py reads the Slurm id to remove a lock whose task Slurm
+    no longer lists (a node that died can keep an flock on NFS/Lustre).
+    """
+    holder = f"{socket.gethostname()} pid {os.getpid()}"
+    job, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{holder} slurm {job}_{task}" if job and task else holder
+
+
 @contextlib.contextmanager
 def run_lock(out: Path) -> Iterator[None]:
     """Hold an exclusive `flock` on `out/.lock` while training.
 
     The kernel drops the lock when its process dies (killed, crashed, machine
-    rebooted), so a stale lock never blocks a resume; a second trainer on the
-    same directory fails at once. The file keeps "host pid" for that message
-    and is removed (still locked) when the holder is done.
+    rebooted), so a stale lock file never blocks a resume; a second trainer on the
+    same directory fails at once. The file keeps `lock_holder()` for that message
+    and is removed (still locked) when the holder is done. On a file system without
+    flock (Lustre mounted `noflock`) training goes on unlocked, as there one Slurm
+    task per run is what keeps trainers apart (experiments/slurm_submit.py).
     """
     fd = os.open(out / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
     try:
@@ -97,8 +111,12 @@ def run_lock(out: Path) -> Iterator[None]:
         os.close(fd)
         raise ConvattError(f"another process ({holder}) is training into this directory; "
                            "wait for it or use another --out", out) from None
+    except OSError as e:
+        if e.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP):
+            os.close(fd)
+            raise
     os.ftruncate(fd, 0)
-    os.write(fd, f"{socket.gethostname()} pid {os.getpid()}".encode())
+    os.write(fd, lock_holder().encode())
     try:
         yield
     finally:
