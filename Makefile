@@ -34,7 +34,7 @@ VENV         ?= .venv
 CONVATT      ?= $(VENV)/bin/convatt
 RUNS         ?= runs
 RESULTS      ?= results
-PTB_DIR      ?= convatt/embedded/ptb-sample
+PTB_DIR      ?= convatt/embedded/ptb-sample.tar.gz
 UD_DIR       ?= convatt/embedded/ud-2.2
 # fastText vectors (the paper: wiki-news-300d-1M-subword.vec); empty: no pretrained vectors
 EMBEDDINGS   ?=

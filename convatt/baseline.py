@@ -119,7 +119,7 @@ def by_path(model: keras.Model, values: dict | None = None) -> dict[str, np.ndar
     """The baseline's weights (or `values`: arrays by weight path, e.g. gradients) by path, with
     TimeDistributed's "time_distributed_i/char_conv_i/kernel" read as "char_conv_i/kernel"."""
     if values is None:
-        values = {w.path: w for w in model.weights if "seed_generator" not in w.path}
+        values = {w.path: w for w in model.weights}
     strip = lambda p: p.split("/", 1)[1] if p.startswith("time_distributed_") else p
     return {strip(p): np.asarray(v) for p, v in values.items()}
 
@@ -157,5 +157,4 @@ def copy_weights_to_tagger(baseline: keras.Model, tagger: keras.Model, num_heads
     """Give `tagger` (`build_tagger`, same config) the weights of `baseline`."""
     values = to_tagger_layout(by_path(baseline), tagger, num_heads)
     for w in tagger.weights:
-        if "seed_generator" not in w.path:
-            w.assign(values[w.path])
+        w.assign(values[w.path])

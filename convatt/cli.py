@@ -11,7 +11,7 @@ from convatt import interrupt
 from convatt.errors import ConvattError
 
 EMBEDDED_DATA = Path(__file__).resolve().parent / "embedded"  # = convatt.data.EMBEDDED_DATA_DIR, without importing it
-DEFAULT_DATA = {"ptb": EMBEDDED_DATA / "ptb-sample", "ud": EMBEDDED_DATA / "ud-2.2" / "UD_English-LinES"}
+DEFAULT_DATA = {"ptb": EMBEDDED_DATA / "ptb-sample.tar.gz", "ud": EMBEDDED_DATA / "ud-2.2" / "UD_English-LinES"}
 
 
 def _quiet_backend() -> None:

@@ -21,7 +21,6 @@ null in result.json and left out of its means.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings

@@ -1,8 +1,12 @@
 """Shared fixtures: the embedded corpora and a runs root made by real tiny training runs."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,7 +18,19 @@ if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
     sys.modules.setdefault("jax", None)
 
 ROOT = Path(__file__).resolve().parent.parent
-PTB_SAMPLE = ROOT / "convatt" / "embedded" / "ptb-sample"
+PTB_SAMPLE = ROOT / "convatt" / "embedded" / "ptb-sample.tar.gz"
+
+
+def _extract_ptb_sample() -> Path:
+    """The sample's .mrg files unpacked, for the tests that read or copy single files."""
+    target = Path(tempfile.mkdtemp(prefix="convatt-ptb-sample-"))
+    with tarfile.open(PTB_SAMPLE) as tar:
+        tar.extractall(target, filter="data")
+    atexit.register(shutil.rmtree, target, ignore_errors=True)
+    return target
+
+
+PTB_SAMPLE_FILES = _extract_ptb_sample()
 UD_DIR = ROOT / "convatt" / "embedded" / "ud-2.2"
 LINES = UD_DIR / "UD_English-LinES"
 TINY_VARIANTS = ("san-pe-add", "san-pe-add-conv2d")

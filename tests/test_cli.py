@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import LINES, PTB_SAMPLE
+from conftest import LINES, PTB_SAMPLE, PTB_SAMPLE_FILES
 
 
 def convatt(*args):
@@ -72,7 +72,7 @@ def test_a_corrupt_treebank_names_file_and_line(tmp_path):
 
 
 def test_unbalanced_mrg_names_file_and_line(tmp_path):
-    for f in sorted(PTB_SAMPLE.glob("wsj_*.mrg")):
+    for f in sorted(PTB_SAMPLE_FILES.glob("wsj_*.mrg")):
         (tmp_path / f.name).write_text(f.read_text())
     broken = tmp_path / "wsj_0003.mrg"
     broken.write_text(broken.read_text().rstrip()[:-1] + "\n")  # drop the last ")"

@@ -115,13 +115,13 @@ def test_vocabularies_load_errors(tmp_path):
 
 
 def test_unknown_preset():
-    corpus = read_ptb(EMBEDDED_DATA_DIR / "ptb-sample")
+    corpus = read_ptb(EMBEDDED_DATA_DIR / "ptb-sample.tar.gz")
     with pytest.raises(ConvattError, match="unknown preset"):
         build_vocabularies(corpus, "conll")
 
 
 def test_ptb_sample_encodes_every_token():
-    corpus = read_ptb(EMBEDDED_DATA_DIR / "ptb-sample")
+    corpus = read_ptb(EMBEDDED_DATA_DIR / "ptb-sample.tar.gz")
     vocabs = build_vocabularies(corpus, "ptb")
     enc = encode_split(corpus.train, vocabs)
     assert enc.mask.sum() == sum(map(len, corpus.train))

@@ -8,7 +8,9 @@ import pytest
 from convatt.data import EMBEDDED_DATA_DIR, build_tag_vocab, load_corpus, read_mrg, read_ptb
 from convatt.data.ptb import SAMPLE_SPLIT
 
-SAMPLE = EMBEDDED_DATA_DIR / "ptb-sample"
+from conftest import PTB_SAMPLE, PTB_SAMPLE_FILES
+
+SAMPLE = PTB_SAMPLE_FILES  # the embedded archive, unpacked
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +90,30 @@ def test_ldc_layout_with_missing_sections_says_so(tmp_path):
     corpus = read_ptb(tmp_path)
     assert corpus.name == "PTB"
     assert "missing" in corpus.note and "24" in corpus.note
+
+
+def test_the_embedded_archive_reads_as_its_files(corpus):
+    assert read_ptb(PTB_SAMPLE) == corpus
+
+
+def test_errors_inside_an_archive_name_the_member_and_line(tmp_path):
+    import io
+    import tarfile
+
+    from convatt.errors import ConvattError
+
+    archive = tmp_path / "wsj.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in ("wsj_0001.mrg", "wsj_0002.mrg"):
+            data = (SAMPLE / name).read_bytes()
+            if name == "wsj_0002.mrg":
+                data = data.replace(b"(NNP Vinken)", b"(NNP Vinken", 1) if b"(NNP Vinken)" in data else data + b"\n(("
+            info = tarfile.TarInfo(f"wsj/00/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ConvattError, match=r"wsj\.tar\.gz/wsj/00/wsj_0002\.mrg:\d+: unbalanced brackets"):
+        read_ptb(archive)
+    junk = tmp_path / "junk.tgz"
+    junk.write_bytes(b"not a tar file")
+    with pytest.raises(ConvattError, match=r"junk\.tgz: not a readable tar archive"):
+        read_ptb(junk)

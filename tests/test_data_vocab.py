@@ -53,7 +53,7 @@ def test_ambiguous_words():
 
 
 def test_ptb_sample_vocabularies():
-    corpus = read_ptb(EMBEDDED_DATA_DIR / "ptb-sample")
+    corpus = read_ptb(EMBEDDED_DATA_DIR / "ptb-sample.tar.gz")
     vocabs = build_vocabularies(corpus, "ptb", Protocol.named("keras3"))
     distinct = {w for s in corpus.all_sentences() for w, _ in s}
     # fewer than 20,000 forms in the sample: all of them are kept

@@ -88,7 +88,7 @@ def test_ptb_all_is_27_runs(tmp_path):
     expected = {(v, str(s)) for v, s in itertools.product(PAPER_VARIANTS, (1, 2, 3))}
     assert {(c["--variant"], c["--seed"]) for c in cmds} == expected
     for c in cmds:
-        assert c["--preset"] == "ptb" and c["--data"] == "convatt/embedded/ptb-sample"
+        assert c["--preset"] == "ptb" and c["--data"] == "convatt/embedded/ptb-sample.tar.gz"
         assert c["--out"] == f"{tmp_path}/runs/ptb/{c['--variant']}/seed{c['--seed']}"
         assert "--embeddings" not in c and "--epochs" not in c and "--limit" not in c
     assert "without pretrained fastText vectors" in proc.stdout

@@ -33,7 +33,7 @@ def test_the_wheel_carries_the_embedded_data(tmp_path):
                     "-q", "-w", str(tmp_path / "dist")], check=True, capture_output=True, timeout=300)
     (wheel,) = (tmp_path / "dist").glob("convatt-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("convatt/embedded/paper/paper_table2b_ptb.csv", "convatt/embedded/ptb-sample/README.nltk",
+    for needed in ("convatt/embedded/paper/paper_table2b_ptb.csv", "convatt/embedded/ptb-sample.tar.gz",
                    "convatt/embedded/ud-2.2/UD_English-LinES/LICENSE.txt",
                    "convatt/embedded/ud-2.2/UD_Vietnamese-VTB/vi_vtb-ud-train.conllu.gz"):
         assert needed in names, needed

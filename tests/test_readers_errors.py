@@ -9,14 +9,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convatt.data import (
-    EMBEDDED_DATA_DIR, Vocab, list_treebanks, load_corpus, load_word_vectors, read_conllu,
+    EMBEDDED_DATA_DIR, Vocab, load_corpus, load_word_vectors, read_conllu,
     read_mrg, read_ptb, read_ud,
 )
 from convatt.errors import ConvattError
 
+from conftest import PTB_SAMPLE_FILES
+
 UD = EMBEDDED_DATA_DIR / "ud-2.2"
 LINES = UD / "UD_English-LinES"
-PTB = EMBEDDED_DATA_DIR / "ptb-sample"
+PTB = PTB_SAMPLE_FILES  # the embedded archive, unpacked
 VOCAB = Vocab.from_items(["the", "dog"])
 
 
@@ -184,11 +186,6 @@ def test_treebank_without_train_file(tmp_path):
 def test_folder_of_treebanks_given_as_a_treebank():
     with pytest.raises(ConvattError, match="give one UD_\\* directory"):
         load_corpus("ud", UD)
-
-
-def test_no_treebanks_in_folder(tmp_path):
-    with pytest.raises(ConvattError, match="no UD_\\* treebank directories"):
-        list_treebanks(tmp_path)
 
 
 # ---- .mrg --------------------------------------------------------------------------------
@@ -367,10 +364,10 @@ def test_bin_that_is_not_a_fasttext_model(tmp_path):
 # ---- paths that do not exist -------------------------------------------------------------
 
 @pytest.mark.parametrize("call", [
-    read_conllu, read_mrg, read_ptb, read_ud, list_treebanks,
+    read_conllu, read_mrg, read_ptb, read_ud,
     lambda p: load_corpus("ptb", p), lambda p: load_corpus("ud", p),
     lambda p: load_word_vectors(p, VOCAB, dim=3),
-], ids=["read_conllu", "read_mrg", "read_ptb", "read_ud", "list_treebanks", "load_corpus_ptb",
+], ids=["read_conllu", "read_mrg", "read_ptb", "read_ud", "load_corpus_ptb",
         "load_corpus_ud", "load_word_vectors"])
 def test_path_that_does_not_exist(tmp_path, call):
     missing = tmp_path / "nowhere" / "missing.conllu"

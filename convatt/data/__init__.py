@@ -5,13 +5,14 @@
     encode_split(sentences, words, chars, tags, ambiguous) -> EncodedSplit
     load_word_vectors(path, vocab, dim) -> (matrix, n_found)
 """
-from convatt.data.corpus import EMBEDDED_DATA_DIR, Corpus, Sentence, load_corpus
+from convatt.data.corpus import EMBEDDED_DATA_DIR, Corpus, Sentence
 from convatt.data.embeddings import load_word_vectors
 from convatt.data.encode import (
     EncodedSplit, Vocabularies, build_vocabularies, chunk, encode_split,
 )
 from convatt.data.ptb import read_mrg, read_ptb
-from convatt.data.ud import list_treebanks, read_conllu, read_ud, treebank_name
+from convatt.data.load import load_corpus
+from convatt.data.ud import read_conllu, read_ud, treebank_key, treebank_name
 from convatt.data.vocab import (
     OOV, OOV_ID, PAD, PAD_ID, Vocab, ambiguous_words, build_char_vocab, build_tag_vocab,
     build_word_vocab,
@@ -19,7 +20,7 @@ from convatt.data.vocab import (
 
 __all__ = [
     "EMBEDDED_DATA_DIR", "Corpus", "Sentence", "load_corpus",
-    "read_mrg", "read_ptb", "read_conllu", "read_ud", "list_treebanks", "treebank_name",
+    "read_mrg", "read_ptb", "read_conllu", "read_ud", "treebank_key", "treebank_name",
     "Vocab", "PAD", "OOV", "PAD_ID", "OOV_ID",
     "build_word_vocab", "build_char_vocab", "build_tag_vocab", "ambiguous_words",
     "EncodedSplit", "chunk", "encode_split", "Vocabularies", "build_vocabularies",

@@ -49,6 +49,11 @@ def read_text(path: str | os.PathLike) -> str:
             raw = path.read_bytes()
     except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError
         raise ConvattError(f"cannot read file: {e}", path) from e
+    return decode_text(raw, path)
+
+
+def decode_text(raw: bytes, path: str | os.PathLike) -> str:
+    """Strict UTF-8 text of `raw` (read from `path`), newlines normalised, no byte-order mark."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -1,11 +1,9 @@
-"""The corpus type shared by all readers, and `load_corpus` to pick a reader by preset."""
+"""The corpus type shared by all readers (`convatt.data.load.load_corpus` picks one)."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from convatt.errors import ConvattError
 
 Sentence = list[tuple[str, str]]
 """One sentence as (word form, tag) pairs."""
@@ -35,17 +33,3 @@ class Corpus:
     def all_sentences(self) -> list[Sentence]:
         """train + dev + test, in that order."""
         return self.train + self.dev + self.test
-
-
-def load_corpus(preset: str, path: str | os.PathLike) -> Corpus:
-    """Read a corpus: "ptb" -> `read_ptb(path)` (a directory of .mrg files),
-    "ud" -> `read_ud(path)` (one UD_* treebank directory)."""
-    from convatt.data.ptb import read_ptb
-    from convatt.data.ud import read_ud
-
-    if preset not in PRESETS:
-        raise ConvattError(f"unknown preset {preset!r}: expected one of {', '.join(PRESETS)}")
-    path = Path(path)
-    if not path.exists():
-        raise ConvattError(f"{preset} corpus path not found", path)
-    return read_ptb(path) if preset == "ptb" else read_ud(path)

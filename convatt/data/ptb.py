@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import re
+import tarfile
 from pathlib import Path
+from typing import Callable
 
-from convatt.data._io import existing_dir, line_of, read_text
+from convatt.data._io import decode_text, existing_dir, line_of, read_text
 from convatt.data.corpus import Corpus, Sentence
 from convatt.errors import ConvattError
 
@@ -38,10 +40,14 @@ def read_mrg(path: str | os.PathLike) -> list[Sentence]:
     left without words is skipped. Malformed brackets raise ConvattError with
     file and line.
     """
-    text = read_text(path)
+    return parse_mrg(read_text(path), Path(path))
+
+
+def parse_mrg(text: str, path: Path) -> list[Sentence]:
+    """The sentences of `.mrg` text read from `path` (named in errors)."""
     if not text.strip():
         raise ConvattError("empty file: expected bracketed trees like ( (S (NN word) ) )", path, 1)
-    return _parse_trees(text, Path(path))
+    return _parse_trees(text, path)
 
 
 def _parse_trees(text: str, path: Path) -> list[Sentence]:
@@ -106,22 +112,48 @@ def _parse_trees(text: str, path: Path) -> list[Sentence]:
     return sentences
 
 
-def _wsj_files(directory: Path) -> dict[int, Path]:
-    """Map file number SSNN (as an int, e.g. 1901) to its path, under `directory`."""
-    files: dict[int, Path] = {}
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+WsjFiles = dict[int, tuple[Path, Callable[[], list[Sentence]]]]
+"""File number SSNN (e.g. 1901) -> (where it is, for messages; how to read its sentences)."""
+
+
+def _add_wsj_file(files: WsjFiles, name: str, where: Path, read, root: Path) -> None:
+    m = _WSJ_FILE.fullmatch(name)
+    if not m:
+        return
+    number = int(m.group(1) + m.group(2))
+    if number in files:
+        raise ConvattError(f"wsj_{number:04d} found twice: {files[number][0]} and {where}", root)
+    files[number] = (where, read)
+
+
+def _directory_files(directory: Path) -> WsjFiles:
+    files: WsjFiles = {}
     for p in sorted(directory.rglob("wsj_*")):
-        m = _WSJ_FILE.fullmatch(p.name)
-        if not m or not p.is_file():
-            continue
-        number = int(m.group(1) + m.group(2))
-        if number in files:
-            raise ConvattError(f"wsj_{number:04d} found twice: {files[number]} and {p}", directory)
-        files[number] = p
+        if p.is_file():
+            _add_wsj_file(files, p.name, p, lambda p=p: read_mrg(p), directory)
+    return files
+
+
+def _archive_files(archive: Path) -> WsjFiles:
+    """The wsj_*.mrg members of a tar archive (plain or gzipped), read into memory."""
+    files: WsjFiles = {}
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                name = Path(member.name).name
+                if member.isfile() and _WSJ_FILE.fullmatch(name) and not name.endswith(".gz"):
+                    text = decode_text(tar.extractfile(member).read(), archive / member.name)
+                    where = archive / member.name
+                    _add_wsj_file(files, name, where, lambda t=text, w=where: parse_mrg(t, w), archive)
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise ConvattError(f"not a readable tar archive: {e}", archive) from e
     return files
 
 
 def read_ptb(directory: str | os.PathLike) -> Corpus:
-    """Read WSJ `.mrg` files found recursively under `directory` and split them.
+    """Read WSJ `.mrg` files found recursively under `directory` (or in a tar archive,
+    `.tar`, `.tar.gz` or `.tgz`, such as the embedded sample) and split them.
 
     Files are recognised by name, `wsj_SSNN.mrg` (or `.mrg.gz`), section SS:
     - if every file is in sections 00-01, this is the NLTK sample (wsj_0001 ..
@@ -131,8 +163,11 @@ def read_ptb(directory: str | os.PathLike) -> Corpus:
     - otherwise the paper's split by section: train 00-18, dev 19-21, test 22-24.
     A split without files is a ConvattError listing the sections found.
     """
-    directory = existing_dir(directory, "PTB directory")
-    files = _wsj_files(directory)
+    directory = Path(directory)
+    if directory.name.endswith(ARCHIVE_SUFFIXES) and directory.is_file():
+        files = _archive_files(directory)
+    else:
+        files = _directory_files(existing_dir(directory, "PTB directory"))
     if not files:
         raise ConvattError("no wsj_SSNN.mrg files found (searched recursively)", directory)
     sections = sorted({n // 100 for n in files})
@@ -141,7 +176,7 @@ def read_ptb(directory: str | os.PathLike) -> Corpus:
     key = (lambda n: n) if sample else (lambda n: n // 100)
     splits: dict[str, list[Sentence]] = {}
     for split, allowed in rule.items():
-        chosen = [p for n, p in sorted(files.items()) if key(n) in allowed]
+        chosen = [read for n, (_, read) in sorted(files.items()) if key(n) in allowed]
         if not chosen:
             found = ", ".join(f"{s:02d}" for s in sections)
             what = (
@@ -153,7 +188,7 @@ def read_ptb(directory: str | os.PathLike) -> Corpus:
                 f"no {split} data: expected {what}; found {len(files)} files in sections {found}",
                 directory,
             )
-        splits[split] = [s for p in chosen for s in read_mrg(p)]
+        splits[split] = [s for read in chosen for s in read()]
     note = SAMPLE_NOTE if sample else _missing_sections_note(sections)
     return Corpus("PTB-sample" if sample else "PTB", note=note, **splits)
 

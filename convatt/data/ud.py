@@ -158,16 +158,14 @@ def read_ud(treebank_dir: str | os.PathLike) -> Corpus:
     return Corpus(treebank_name(treebank_dir), **{s: read_conllu(p) for s, p in files.items()})
 
 
-def list_treebanks(ud_dir: str | os.PathLike) -> list[Path]:
-    """The UD_* treebank directories of a UD release folder, sorted by name."""
-    directory = existing_dir(ud_dir, "UD directory")
-    treebanks = sorted(p for p in directory.iterdir() if p.is_dir() and p.name.startswith("UD_"))
-    if not treebanks:
-        raise ConvattError("no UD_* treebank directories found", directory)
-    return treebanks
+def treebank_key(name: str) -> str:
+    """A UD treebank's name as Table 2d spells it: "UD_Old French-SRCMF" -> "Old_French-SRCMF"."""
+    name = name.strip()
+    if name.startswith("UD_"):
+        name = name[3:]
+    return name.replace(" ", "_")
 
 
 def treebank_name(treebank_dir: str | os.PathLike) -> str:
-    """The paper's name of a treebank: "UD_English-LinES" -> "English-LinES"."""
-    name = Path(treebank_dir).resolve().name
-    return name[3:] if name.startswith("UD_") else name
+    """The paper's name of a treebank directory: ".../UD_English-LinES" -> "English-LinES"."""
+    return treebank_key(Path(treebank_dir).resolve().name)
