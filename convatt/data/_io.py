@@ -49,6 +49,11 @@ def read_text(path: str | os.PathLike) -> str:
             raw = path.read_bytes()
     except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError
         raise ConvattError(f"cannot read file: {e}", path) from e
+    return decode_text(raw, path)
+
+
+def decode_text(raw: bytes, path: str | os.PathLike) -> str:
+    """`raw` as `read_text` returns a file's text; errors name `path` (e.g. "<stdin>")."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
