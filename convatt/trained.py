@@ -70,3 +70,18 @@ def load_model(run: str | os.PathLike):
     import convatt.model  # noqa: F401  registers the tagger's own layers for deserialisation
 
     return keras.saving.load_model(check_run_dir(run) / "model.keras")
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """A finished run, loaded: settings, vocabularies and the best model."""
+
+    path: Path
+    settings: RunSettings
+    vocab: Vocabularies
+    model: object  # keras.Model
+
+
+def load_run(run: str | os.PathLike) -> TrainedRun:
+    """Everything `convatt tag` and `convatt inspect` need from a run directory."""
+    return TrainedRun(Path(run), load_settings(run), load_vocabularies(run), load_model(run))
