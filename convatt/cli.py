@@ -1,4 +1,4 @@
-"""`convatt params | train | evaluate | tables | plot | bench` (also `python -m convatt`)."""
+"""`convatt params | train | evaluate | tag | inspect | tables | plot | bench` (also `python -m convatt`)."""
 from __future__ import annotations
 
 import argparse
@@ -120,6 +120,37 @@ def cmd_evaluate(args) -> None:
     print(json.dumps(evaluate_run(args.run, args.data, args.split), indent=2))
 
 
+def cmd_tag(args) -> None:
+    from convatt.data.untagged import read_untagged
+    from convatt.trained import check_run_dir
+
+    check_run_dir(args.run)  # bad arguments and bad input fail before Keras is loaded
+    stdin = sys.stdin.buffer.read() if args.input in (None, "-") else None
+    blocks = read_untagged(None if stdin is not None else args.input, args.format, stdin)
+    from convatt.rundir import write_text
+    from convatt.tagging import tag_run
+
+    text = tag_run(args.run, blocks, log=lambda line: print(line, file=sys.stderr))
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        write_text(Path(args.output), text)
+
+
+def cmd_inspect(args) -> None:
+    from convatt.trained import check_run_dir
+
+    check_run_dir(args.run)
+    _check_at_least("--dev-index", args.dev_index, minimum=0)
+    if args.sentence is not None and not args.sentence.split():
+        raise ConvattError("--sentence has no words")
+    from convatt.inspection import inspect_run
+
+    out = Path(args.out) if args.out else Path(args.run) / "inspect"
+    for path in inspect_run(args.run, out, sentence=args.sentence, dev_index=args.dev_index, log=print):
+        print(f"wrote {path}")
+
+
 def cmd_tables(args) -> None:
     from convatt.results import write_tables
 
@@ -187,6 +218,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="corpus (default: the run's own)")
     p.add_argument("--split", default="test", choices=["train", "dev", "test"])
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("tag", help="tag CoNLL-U or plain text with a finished run's model; CoNLL-U out")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--input", help="file to tag (default, or -: standard input)")
+    p.add_argument("--output", help="CoNLL-U file to write (default, or -: standard output)")
+    p.add_argument("--format", choices=["conllu", "text"], default="conllu",
+                   help="input format: CoNLL-U (FORM is read) or text (a sentence per line, "
+                        "tokens split on whitespace); default conllu")
+    p.set_defaults(func=cmd_tag)
+
+    p = sub.add_parser("inspect", help="figures and a CSV of what a finished run's attention learned")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--out", help="where the figures and CSV go (default: RUN/inspect)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--sentence", help="the sentence whose attention maps are drawn (tokens split "
+                                          "on whitespace)")
+    which.add_argument("--dev-index", type=int, default=0,
+                       help="... or the N-th sentence of the run's dev split (from 0; default 0)")
+    p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("tables", help="Tables 2b-2d from run directories, beside the paper's")
     p.add_argument("--runs", default="runs")

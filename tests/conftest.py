@@ -64,3 +64,21 @@ def tiny_runs(tmp_path_factory) -> Path:
         for seed in TINY_SEEDS:
             train_run(tiny_options(root / "ptb" / variant / f"seed{seed}", variant, seed), log=lambda s: None)
     return root
+
+
+INSPECT_VARIANTS = ("san-pe-add", "san-p-r", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d")
+
+
+@pytest.fixture(scope="session")
+def tiny_ud_runs(tmp_path_factory) -> Path:
+    """A runs root `ud/UD_English-LinES/<variant>/seed1/` of real tiny UD runs, one per variant of
+    INSPECT_VARIANTS (SAN+PE[add]: 2 epochs on 300 sentences, so that it tags; the others 1 on 64)."""
+    from convatt.training import train_run
+
+    root = tmp_path_factory.mktemp("ud-runs")
+    for variant in INSPECT_VARIANTS:
+        size = dict(epochs=2, limit=300) if variant == "san-pe-add" else dict(epochs=1, limit=64)
+        opts = tiny_options(root / "ud" / "UD_English-LinES" / variant / "seed1", variant, preset="ud",
+                            data=str(LINES), curve_every=0, **size)
+        train_run(opts, log=lambda s: None)
+    return root

@@ -32,7 +32,7 @@ def streams(nb, name: str) -> str:
                    for o in c.get("outputs", []) if o.get("output_type") == "stream" and o["name"] == name)
 
 
-@pytest.mark.parametrize("name", ["learning_curves", "results"])
+@pytest.mark.parametrize("name", ["learning_curves", "results", "inspect"])
 def test_notebooks_are_committed_without_outputs(name):
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     nbformat.validate(nb)
@@ -55,4 +55,14 @@ def test_results_notebook_shows_the_tables_beside_the_paper(tiny_runs, monkeypat
     assert "# Table 2b" in markdown
     assert "96.82 ± 0.07" in markdown  # the paper's SAN+PE[add], beside ours
     assert "NOT comparable" in markdown  # the PTB sample
+    assert streams(nb, "stderr") == ""
+
+
+def test_inspect_notebook_sets_variants_side_by_side(tiny_ud_runs, monkeypatch):
+    nb = execute("inspect", tiny_ud_runs, monkeypatch)
+    assert "5 finished runs" in streams(nb, "stdout")
+    assert len(outputs(nb, "image/png")) == 2  # entropy by layer; A^p beside the PE similarity
+    text = "".join(outputs(nb, "text/plain")) + "".join(outputs(nb, "text/html"))
+    for label in ("SAN+PE[add]", "SAN+PE[add]+Temp", "SAN+PE[add]+Conv2d", "after_conv"):
+        assert label in text
     assert streams(nb, "stderr") == ""

@@ -53,7 +53,7 @@ def read_text(path: str | os.PathLike) -> str:
 
 
 def decode_text(raw: bytes, path: str | os.PathLike) -> str:
-    """Strict UTF-8 text of `raw` (read from `path`), newlines normalised, no byte-order mark."""
+    """`raw` as `read_text` returns a file's text; errors name `path` (e.g. "<stdin>")."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

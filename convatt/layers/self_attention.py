@@ -223,11 +223,8 @@ class SelfAttention(keras.layers.Layer):
             combined = attention_mask if combined is None else ops.logical_and(combined, attention_mask)
         return combined
 
-    def call(self, inputs, mask=None, attention_mask=None, return_attention_scores: bool = False):
-        query = self._project(inputs, self.query_kernel, 0)  # (b, t, h, d)
-        key = self._project(inputs, self.key_kernel, 1)
-        value = self._project(inputs, self.value_kernel, 2)
-
+    def _attention_maps(self, query, key, keep):
+        """(softmax attention, attention after the convolution), each `(b, h, q, k)`."""
         scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
         scores = scores * ops.cast(1.0 / math.sqrt(self.head_dim), scores.dtype)
         if self._position_interaction is not None:
@@ -239,16 +236,52 @@ class SelfAttention(keras.layers.Layer):
         if self._alibi is not None:
             scores = self._alibi(scores)
 
-        keep = self._attention_mask(mask, attention_mask)
         if keep is not None:
             scores = ops.where(keep, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
         attention = ops.softmax(scores, axis=-1)
         if keep is not None:  # also zeroes fully masked rows (uniform after the softmax)
             attention = attention * ops.cast(keep, attention.dtype)
+        convolved = attention
         if self._conv is not None:
-            attention = self._conv(attention)
+            convolved = self._conv(attention)
             if keep is not None:
-                attention = attention * ops.cast(keep, attention.dtype)
+                convolved = convolved * ops.cast(keep, convolved.dtype)
+        return attention, convolved
+
+    def attention_probabilities(self, inputs, mask=None, attention_mask=None):
+        """The attention of this layer for `inputs`, before and after the convolution.
+
+        For looking inside a trained layer: the same computation as `call`, stopped
+        at the attention matrix.
+
+        Args:
+            inputs: tensor `(batch_size, t, input_dim)`, what `call` receives.
+            mask, attention_mask: as in `call`.
+
+        Returns:
+            `(softmax, convolved)`, each `(batch_size, num_heads, t, t)`: the
+            softmax over the keys, and the matrix `call` multiplies with the values
+            (after `attention_conv`, not renormalised; the softmax itself when the
+            layer has no convolution). Masked pairs are 0 in both.
+        """
+        query = self._project(inputs, self.query_kernel, 0)
+        key = self._project(inputs, self.key_kernel, 1)
+        return self._attention_maps(query, key, self._attention_mask(mask, attention_mask))
+
+    @property
+    def modifications(self) -> dict:
+        """The modification sublayers this layer has, by name: `position_interaction`,
+        `relative_bias`, `relative_position_representation`, `alibi`, `attention_conv`."""
+        layers = {"position_interaction": self._position_interaction, "relative_bias": self._relative_bias,
+                  "relative_position_representation": self._relative_position, "alibi": self._alibi,
+                  "attention_conv": self._conv}
+        return {name: layer for name, layer in layers.items() if layer is not None}
+
+    def call(self, inputs, mask=None, attention_mask=None, return_attention_scores: bool = False):
+        query = self._project(inputs, self.query_kernel, 0)  # (b, t, h, d)
+        key = self._project(inputs, self.key_kernel, 1)
+        value = self._project(inputs, self.value_kernel, 2)
+        _, attention = self._attention_maps(query, key, self._attention_mask(mask, attention_mask))
 
         outputs = ops.einsum("bhqk,bkhd->bqhd", attention, value)
         if self._relative_position is not None:

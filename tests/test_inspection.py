@@ -1,0 +1,91 @@
+"""convatt inspect: statistics against an independent computation, figures per variant, skips."""
+import keras
+import numpy as np
+import pytest
+from scipy.stats import entropy
+
+from conftest import INSPECT_VARIANTS
+from convatt import inspection
+from convatt.batching import iterate_batches
+from convatt.errors import ConvattError
+from convatt.trained import load_run
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_ud_runs):
+    return {v: load_run(tiny_ud_runs / "ud" / "UD_English-LinES" / v / "seed1") for v in INSPECT_VARIANTS}
+
+
+def call_attention(trained, inputs):
+    """Each layer's attention as its own call returns it (return_attention_scores), on the layer's
+    inputs taken from a sub-model of the tagger."""
+    layers = inspection.attention_layers(trained.model)
+    layer_inputs = keras.Model(trained.model.input, [layer.input for layer in layers]).predict_on_batch(inputs)
+    return [keras.ops.convert_to_numpy(layer(x, return_attention_scores=True)[1])
+            for layer, x in zip(layers, layer_inputs)]
+
+
+@pytest.mark.parametrize("variant", ["san-p-r", "san-pe-add-temp", "san-pe-add-conv2d"])
+def test_statistics_match_scipy_on_the_layers_own_attention(runs, variant):
+    trained = runs[variant]
+    sentences = inspection.dev_sentences(trained)[:12]
+    stats = inspection.attention_statistics(trained, sentences, batch_size=5)
+    inputs = next(iterate_batches(inspection.encode(trained, sentences), 100))[0]
+    queries = inputs["words"] != 0
+    stage = "after_conv" if variant.endswith("conv2d") else "softmax"
+    for layer, attention in enumerate(call_attention(trained, inputs), start=1):
+        for head in range(attention.shape[1]):
+            rows = attention[:, head][queries]  # (real tokens, all 60 keys, PAD included)
+            row = stats[(stats["layer"] == layer) & (stats["head"] == head + 1) & (stats["stage"] == stage)].iloc[0]
+            alive = rows.sum(-1) > 0  # after a ReLU convolution a row can be all 0
+            assert row.n_rows + row.zero_rows == queries.sum() == sum(map(len, sentences))
+            assert row.zero_rows == (~alive).sum() and (stage == "after_conv" or alive.all())
+            rows = rows[alive]
+            if not len(rows):
+                assert np.isnan(row.mean_entropy)
+                continue
+            assert row.mean_entropy == pytest.approx(entropy(rows, axis=-1).mean(), rel=1e-4)  # scipy normalises
+            assert row.mean_max_weight == pytest.approx((rows.max(-1) / rows.sum(-1)).mean(), rel=1e-4)
+    assert stats.uniform_entropy.iloc[0] == pytest.approx(np.log(60))
+    assert set(stats.stage) == ({"softmax", "after_conv"} if stage == "after_conv" else {"softmax"})
+
+
+def test_relative_biases_follow_relative_matrix_along_each_diagonal(runs):
+    layer = inspection.attention_layers(runs["san-p-r"].model)[0]
+    distances, biases = inspection.relative_biases(runs["san-p-r"].model)[1]
+    matrix = np.asarray(layer.modifications["relative_bias"].relative_matrix(60, 60))
+    for i, j in [(0, 0), (5, 2), (2, 5), (59, 0), (0, 59), (30, 31)]:
+        np.testing.assert_allclose(biases[:, list(distances).index(i - j)], matrix[:, i, j], rtol=1e-6)
+    assert list(inspection.relative_biases(runs["san-p-r"].model)) == [1]  # +R in the first layer only
+
+
+EXPECTED = {  # figures beyond attention_layer1-4 and attention_entropy; None: skipped
+    "san-pe-add": {"position_embedding_similarity"},
+    "san-p-r": {"position_interactions", "relative_biases"},
+    "san-pe-add-temp": {"position_embedding_similarity", "temperatures"},
+    "san-pe-add-conv": {"position_embedding_similarity"} | {f"conv_kernels_layer{i}" for i in range(1, 5)},
+    "san-pe-add-conv2d": {"position_embedding_similarity", "conv_kernels"},
+}
+
+
+@pytest.mark.parametrize("variant", INSPECT_VARIANTS)
+def test_inspect_writes_the_variants_figures_and_says_what_it_skips(runs, variant, tmp_path):
+    lines = []
+    written = inspection.inspect_run(runs[variant].path, tmp_path, dev_index=3, log=lines.append)
+    stems = {p.stem for p in written if p.suffix == ".png"}
+    assert stems == EXPECTED[variant] | {f"attention_layer{i}" for i in range(1, 5)} | {"attention_entropy"}
+    assert all((tmp_path / f"{s}.pdf").read_bytes()[:4] == b"%PDF" for s in stems)
+    skipped = {line.split(":")[0].removeprefix("skipped ") for line in lines if line.startswith("skipped")}
+    optional = {"position_interactions", "relative_biases", "temperatures", "position_embedding_similarity",
+                "conv_kernels"}
+    assert skipped == {s for s in optional if not any(x.startswith(s) for x in stems)}
+    assert (tmp_path / "attention_statistics.csv").read_text().startswith(",".join(inspection.STAT_COLUMNS))
+
+
+def test_sentence_choice(runs):
+    trained, notes = runs["san-pe-add"], []
+    assert inspection.chosen_sentence(trained, None, 2, notes.append) == inspection.dev_sentences(trained)[2]
+    with pytest.raises(ConvattError, match="--dev-index 64 is out of range: the run's dev split has 64"):
+        inspection.chosen_sentence(runs["san-p-r"], None, 64, notes.append)
+    assert len(inspection.chosen_sentence(trained, " ".join(["w"] * 70), 0, notes.append)) == 60
+    assert "show its first 60" in notes[-1]

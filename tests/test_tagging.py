@@ -1,0 +1,127 @@
+"""convatt tag: a run's model tags CoNLL-U or text; the output scores as `convatt evaluate` does."""
+import gzip
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import LINES, tiny_options
+from convatt.data import read_conllu
+from convatt.data.untagged import read_untagged
+from convatt.errors import ConvattError
+from convatt.evaluation import evaluate_run
+from convatt.tagging import tag_blocks
+from convatt.trained import load_run
+
+TEST_FILE = LINES / "en_lines-ud-test.conllu.gz"
+
+
+def convatt(*args, stdin: bytes = b""):
+    return subprocess.run([sys.executable, "-m", "convatt", *map(str, args)], input=stdin, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def ud_run(tiny_ud_runs):
+    return tiny_ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed1"
+
+
+@pytest.fixture(scope="module")
+def ud_model(ud_run):
+    return load_run(ud_run)
+
+
+def tag_text(trained, text: str, fmt: str, tmp_path):
+    source = tmp_path / f"input.{fmt}"
+    source.write_text(text)
+    s = trained.settings
+    return tag_blocks(trained.model, trained.vocab, s.config, s.tag_column, read_untagged(source, fmt))
+
+
+def test_tagged_test_file_scores_what_evaluate_reports(ud_run, tmp_path):
+    out = tmp_path / "tagged.conllu"
+    r = convatt("tag", ud_run, "--input", TEST_FILE, "--output", out)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    gold, tagged = read_conllu(TEST_FILE), read_conllu(out)
+    pairs = [(g, t) for gs, ts in zip(gold, tagged, strict=True) for (_, g), (_, t) in zip(gs, ts, strict=True)]
+    accuracy = sum(g == t for g, t in pairs) / len(pairs)
+    assert accuracy == evaluate_run(ud_run)["all"]  # exactly
+    # every other column and line as it was
+    before = gzip.open(TEST_FILE, "rt").read().strip().split("\n")
+    after = out.read_text().strip().split("\n")
+    assert len(before) == len(after)
+    for a, b in zip(before, after):
+        fa, fb = a.split("\t"), b.split("\t")
+        assert fa[:3] + fa[4:] == fb[:3] + fb[4:]
+    stderr = r.stderr.decode()
+    assert re.search(r"tagged 914 sentences \(15,623 tokens\) in [\d.]+ s: [\d,.]+ sentences/s, [\d,]+ tokens/s",
+                     stderr)
+    assert "sentence(s) longer than 60 tokens were tagged in consecutive pieces" in stderr
+
+
+def test_multiword_tokens_and_empty_nodes_pass_through(ud_model, tmp_path):
+    lines = ["# sent_id = a", "# text = I'm here", "1-2\tI'm\t_\t_\t_\t_\t_\t_\t_\t_",
+             "1\tI\tI\t_\tPRON\tCase=Nom\t3\tnsubj\t_\t_", "2\t'm\tbe\t_\t_\t_\t3\tcop\t_\t_",
+             "3\there\there\t_\t_\t_\t0\troot\t_\tSpaceAfter=No", "3.1\tis\t_\t_\t_\t_\t_\t_\t3:cop\t_"]
+    text, stats = tag_text(ud_model, "\n".join(lines) + "\n\n# a comment-only block\n", "conllu", tmp_path)
+    out = text.split("\n")
+    assert out[:3] == lines[:3] and out[6] == lines[6] and out[8] == "# a comment-only block"
+    real_tags = set(ud_model.vocab.tags.tokens[2:])
+    for i in (3, 4, 5):
+        fields, original = out[i].split("\t"), lines[i].split("\t")
+        assert fields[3] in real_tags
+        assert fields[:3] + fields[4:] == original[:3] + original[4:]
+    assert (stats.sentences, stats.tokens) == (1, 3)
+
+
+def test_long_sentences_are_tagged_in_pieces_and_long_words_by_their_start(ud_model, tmp_path):
+    words = [form for s in read_conllu(TEST_FILE)[:30] for form, _ in s][:130]
+    pieces = [words[:60], words[60:120], words[120:]]
+    whole, stats = tag_text(ud_model, " ".join(words) + "\n", "text", tmp_path)
+    apart, _ = tag_text(ud_model, "\n".join(" ".join(p) for p in pieces) + "\n", "text", tmp_path)
+    tags = lambda text: [line.split("\t")[3] for line in text.split("\n") if line[:1].isdigit()]
+    assert len(tags(whole)) == 130 and tags(whole) == tags(apart)
+    assert stats.long_sentences == 1
+    # two unknown words that share their first 20 characters look the same to the model
+    a, b = "x" * 20 + "yyyyyyyy", "x" * 20 + "zzzzzzzzzzzz"
+    text, stats = tag_text(ud_model, f"the {a} is here\nthe {b} is here\n", "text", tmp_path)
+    assert tags(text)[:4] == tags(text)[4:] and stats.long_words == 2
+
+
+def test_a_ptb_run_fills_xpos_from_plain_text_on_stdin(tmp_path):
+    from convatt.training import train_run
+
+    run = tmp_path / "ptb"
+    train_run(tiny_options(run, epochs=1, limit=64, curve_every=0), log=lambda s: None)
+    r = convatt("tag", run, "--format", "text", stdin="The dog barks .\n\nIt  rains\n".encode())
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    rows = [line.split("\t") for line in r.stdout.decode().split("\n") if line[:1].isdigit()]
+    assert [f[1] for f in rows] == ["The", "dog", "barks", ".", "It", "rains"]
+    tags = set(load_run(run).vocab.tags.tokens[2:])
+    assert all(f[3] == "_" and f[4] in tags for f in rows)
+    assert "# text = It rains" in r.stdout.decode()
+    assert re.search(r"tagged 2 sentences \(6 tokens\) .* tokens/s", r.stderr.decode())
+
+
+@pytest.mark.parametrize("fmt, text, message", [
+    ("conllu", "# x\n1\tA\t_\t_\t_\t_\t_\t_\t_\t_\n2\tB\t_\t_\t_\t_\t_\t_\t_\n", "input:3: expected 10"),
+    ("conllu", "1\tA\t_\t_\t_\t_\t_\t_\t_\t_\n3\tB\t_\t_\t_\t_\t_\t_\t_\t_\n", "input:2: word IDs must count"),
+    ("conllu", "The dog barks .\n", "input:1: expected 10 tab-separated fields (ID FORM LEMMA UPOS XPOS FEATS "
+                                    "HEAD DEPREL DEPS MISC), found 1 (plain text? use --format text)"),
+    ("text", "A line\n1\tA\t_\t_\t_\t_\t_\t_\t_\t_\n", "input:2: this line looks like CoNLL-U"),
+    ("conllu", "# only a comment\n", "input:1: no sentences to tag"),
+    ("text", "\n  \n", "input:1: no sentences to tag"),
+])
+def test_bad_input_names_file_and_line(tmp_path, fmt, text, message):
+    (tmp_path / "input").write_text(text)
+    with pytest.raises(ConvattError) as e:
+        read_untagged(tmp_path / "input", fmt)
+    assert message in str(e.value)
+
+
+def test_cli_reports_bad_input_without_a_traceback(ud_run, tmp_path):
+    r = convatt("tag", ud_run, "--format", "text", stdin=b"fine\nnot \xff utf-8\n")
+    assert r.returncode == 2
+    assert r.stderr.decode().strip().splitlines()[-1].startswith("convatt: error: <stdin>:2: not valid UTF-8")
+    r = convatt("tag", tmp_path / "no-run", "--input", TEST_FILE)
+    assert r.returncode == 2 and "run directory not found" in r.stderr.decode()
