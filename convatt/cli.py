@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -23,6 +24,32 @@ def _quiet_backend() -> None:
         sys.modules.setdefault("jax", None)
 
 
+@contextlib.contextmanager
+def _stderr_silenced():
+    """Send file descriptor 2 to /dev/null: C++ libraries write there directly."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _load_backend(debug: bool) -> None:
+    """Import Keras and start its backend with the C++ start-up lines (TensorFlow's
+    oneDNN notice, absl's preamble, a cuInit error on a machine without a GPU) hidden:
+    they are noise around the lines that matter. `--debug` shows them."""
+    if debug or "keras" in sys.modules:
+        return
+    with _stderr_silenced():
+        import keras
+
+        keras.ops.convert_to_tensor(0)  # the backend finds its devices now, quietly
+
+
 def cmd_params(args) -> None:
     """Table 1c: every variant's parameter count and its difference to SAN."""
     from convatt.variants import VARIANTS, make_config
@@ -30,6 +57,7 @@ def cmd_params(args) -> None:
     make_config(args.preset, "san")  # a misspelt preset fails here, with a suggestion
     for flag in ("n_words", "n_chars", "n_labels"):
         _check_at_least(f"--{flag.replace('_', '-')}", getattr(args, flag), minimum=3)
+    _load_backend(args.debug)
     from convatt.model import build_tagger, count_parameters
 
     sizes = [args.n_words, args.n_chars, args.n_labels]
@@ -82,6 +110,7 @@ def cmd_train(args) -> None:
         curve_until=args.curve_until, jit_compile={"auto": "auto", "on": True, "off": False}[args.jit_compile],
         protocol=_protocol(args),
     )
+    _load_backend(args.debug)
     from convatt.training import train_run
 
     train_run(run)
@@ -115,6 +144,7 @@ def _add_protocol_options(p: argparse.ArgumentParser) -> None:
 def cmd_evaluate(args) -> None:
     import json
 
+    _load_backend(args.debug)
     from convatt.evaluation import evaluate_run
 
     print(json.dumps(evaluate_run(args.run, args.data, args.split), indent=2))
@@ -128,6 +158,7 @@ def cmd_tag(args) -> None:
     stdin = sys.stdin.buffer.read() if args.input in (None, "-") else None
     blocks = read_untagged(None if stdin is not None else args.input, args.format, stdin)
     from convatt.rundir import write_text
+    _load_backend(args.debug)
     from convatt.tagging import tag_run
 
     text = tag_run(args.run, blocks, log=lambda line: print(line, file=sys.stderr))
@@ -144,6 +175,7 @@ def cmd_inspect(args) -> None:
     _check_at_least("--dev-index", args.dev_index, minimum=0)
     if args.sentence is not None and not args.sentence.split():
         raise ConvattError("--sentence has no words")
+    _load_backend(args.debug)
     from convatt.inspection import inspect_run
 
     out = Path(args.out) if args.out else Path(args.run) / "inspect"
@@ -166,6 +198,7 @@ def cmd_plot(args) -> None:
 
 
 def cmd_bench(args) -> None:
+    _load_backend(args.debug)
     from convatt.bench import run_benchmark
 
     run_benchmark(preset=args.preset, variant=args.variant, quick=args.quick)

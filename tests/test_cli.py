@@ -78,3 +78,12 @@ def test_unbalanced_mrg_names_file_and_line(tmp_path):
     broken.write_text(broken.read_text().rstrip()[:-1] + "\n")  # drop the last ")"
     r = convatt("params", "--preset", "ptb", "--data", tmp_path)
     assert r.returncode == 2 and "wsj_0003.mrg:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_backend_start_up_noise_is_hidden_unless_debug():
+    cmd = [sys.executable, "-m", "convatt", "params", "--preset", "ud", "--n-words", "50", "--n-chars", "9",
+           "--n-labels", "5"]
+    quiet = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    assert "Table 1c" in quiet.stdout and "oneDNN" not in quiet.stderr and "absl" not in quiet.stderr
+    loud = subprocess.run(cmd[:3] + ["--debug"] + cmd[3:], capture_output=True, text=True, check=True)
+    assert "Table 1c" in loud.stdout
