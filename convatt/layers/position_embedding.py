@@ -28,7 +28,8 @@ class PositionEmbedding(keras.layers.Layer):
     Call arguments:
         inputs: tensor of shape `(batch_size, t, ...)` with `t <= max_len`; a
             longer `t` raises a `ValueError` when `t` is known at call time
-            (eager calls, and compiled calls with static shapes).
+            (eager calls, and compiled calls traced with the batch's shape; a
+            function retraced for any length fails inside the backend instead).
 
     Returns:
         Tensor of shape `(batch_size, t, dim)`: row `i` is the embedding of
