@@ -7,6 +7,10 @@ for the baseline of `convatt.baseline`). Warm-up steps and one step per new inpu
 shape (tracing, compilation) are not timed; the timed steps of the two models are
 interleaved and their medians reported. tokens/s counts non-PAD tokens. The last
 line is `speedup N.NNx` (baseline step time / tagger step time).
+
+With `precision` other than float32 the two models are instead the tagger in
+float32 and the tagger in that dtype policy (same weights, same batches), and the
+last line is `speedup N.NNx (<precision> over float32)`.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import numpy as np
 from convatt import interrupt
 from convatt.baseline import baseline_inputs, build_baseline
 from convatt.batching import make_inputs
-from convatt.model import build_tagger
+from convatt.model import PRECISIONS, build_tagger
 from convatt.variants import make_config
 
 # words, chars, labels (PAD and OOV included) and the number of distinct surface forms.
@@ -88,42 +92,63 @@ def _time_steps(models: dict, warmup: list, timed: list) -> dict[str, np.ndarray
     return {name: np.array(r) for name, r in rows.items()}
 
 
+def _models(config, sizes: tuple, vectors, precision: str, seed: int) -> dict:
+    """name -> (model, input preparation): baseline and tagger, or the tagger in float32 and in `precision`."""
+    n_words, n_chars, n_labels = sizes
+
+    def tagger(policy: str):
+        keras.utils.set_random_seed(seed)  # the same initial weights in every precision
+        model = build_tagger(config, n_words, n_chars, n_labels, vectors, dtype_policy=policy)
+        return model, lambda words, chars: make_inputs(words, chars, few_shapes=bool(model.jit_compile))
+
+    if precision == "float32":
+        keras.utils.set_random_seed(seed)
+        return {"baseline": (build_baseline(config, n_words, n_chars, n_labels, vectors), baseline_inputs),
+                "tagger": tagger("float32")}
+    return {"float32": tagger("float32"), precision: tagger(precision)}
+
+
 def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool = False,
                   steps: int | None = None, warmup: int = 3, batch_size: int = 32, sizes=None,
-                  seed: int = 0, log: Callable[[str], None] = print, **config_changes) -> dict:
-    """Time training steps of the baseline and of `build_tagger`'s tagger; log and return the figures.
+                  seed: int = 0, log: Callable[[str], None] = print, precision: str = "float32",
+                  **config_changes) -> dict:
+    """Time training steps of two models on the same batches; log and return the figures.
 
+    The models are the baseline and `build_tagger`'s tagger (`precision="float32"`), or
+    the tagger in float32 and in the mixed `precision` ("mixed_bfloat16", "mixed_float16").
     `steps` timed steps per model (default 20 with `quick`, else 60) after `warmup`
     untimed ones; `sizes` = (n_words, n_chars, n_labels, n_forms) replaces the
     preset's; `config_changes` change the architecture (tiny models in tests).
     """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}; received {precision!r}.")
     steps = steps or (20 if quick else 60)
     config = make_config(preset, variant, **config_changes)
     n_words, n_chars, n_labels, n_forms = sizes or SIZES[preset]
     batches = synthetic_batches(warmup + steps, n_words, n_chars, n_labels, n_forms, batch_size,
                                 config.max_len, config.max_word_len, seed)
-    keras.utils.set_random_seed(seed)
     vectors = np.random.default_rng(seed).uniform(-0.05, 0.05, (n_words, config.word_dim)) \
         if config.pretrained_words else None
-    tagger = build_tagger(config, n_words, n_chars, n_labels, vectors)
-    models = {
-        "baseline": (build_baseline(config, n_words, n_chars, n_labels, vectors), baseline_inputs),
-        "tagger": (tagger, lambda words, chars: make_inputs(words, chars, few_shapes=bool(tagger.jit_compile))),
-    }
+    models = _models(config, (n_words, n_chars, n_labels), vectors, precision, seed)
     timed = batches[warmup:]
     tokens = np.mean([w.sum() for *_, w in timed])
     rows = np.mean([len(np.unique(make_inputs(w, c)["char_index"])) for w, c, *_ in timed])
     log(f"convatt bench: preset {preset}, variant {variant}, batch {batch_size}, backend {keras.backend.backend()}, "
-        f"{steps} timed steps per model (medians), after {warmup} untimed")
+        f"precision {precision}, {steps} timed steps per model (medians), after {warmup} untimed")
     log(f"synthetic batches: {tokens:.0f} tokens ({tokens / batch_size:.1f} per sentence, padded to "
         f"{config.max_len}), {rows:.0f} distinct char rows of {batch_size * config.max_len} positions")
     result = {}
     for name, times in _time_steps(models, batches[:warmup], timed).items():
         step, inputs = np.median(times, axis=0)
         result[name] = dict(step_s=step, steps_per_s=1 / step, tokens_per_s=tokens / step, inputs_ms=1e3 * inputs)
-        what = "straightforward port" if name == "baseline" else "build_tagger"
+        what = "straightforward port" if name == "baseline" else \
+            "build_tagger" if name == "tagger" else f"build_tagger, {name}"
         log(f"{name:8s} ({what}, jit_compile={models[name][0].jit_compile}): {1 / step:6.2f} steps/s "
             f"{tokens / step:8.0f} tokens/s  ({1e3 * step:.1f} ms/step, inputs {1e3 * inputs:.2f} ms of it)")
-    result["speedup"] = result["baseline"]["step_s"] / result["tagger"]["step_s"]
-    log(f"speedup {result['speedup']:.2f}x")
+    if precision == "float32":
+        result["speedup"] = result["baseline"]["step_s"] / result["tagger"]["step_s"]
+        log(f"speedup {result['speedup']:.2f}x")
+    else:
+        result["speedup"] = result["float32"]["step_s"] / result[precision]["step_s"]
+        log(f"speedup {result['speedup']:.2f}x ({precision} over float32)")
     return result

@@ -201,7 +201,7 @@ def cmd_bench(args) -> None:
     _load_backend(args.debug)
     from convatt.bench import run_benchmark
 
-    run_benchmark(preset=args.preset, variant=args.variant, quick=args.quick)
+    run_benchmark(preset=args.preset, variant=args.variant, quick=args.quick, precision=args.precision)
 
 
 def _default(option: str):
@@ -285,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", default="ptb")
     p.add_argument("--variant", default="san-pe-add")
     p.add_argument("--quick", action="store_true", help="a short run (under 5 minutes on 2 cores)")
+    p.add_argument("--precision", choices=["float32", "mixed_bfloat16", "mixed_float16"], default="float32",
+                   help="float32: the tagger against the port; mixed_*: the tagger in that dtype policy "
+                        "against the tagger in float32 (speedup of mixed precision)")
     p.set_defaults(func=cmd_bench)
     return parser
 

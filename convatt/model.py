@@ -12,6 +12,10 @@ and +Conv/+Conv2d in every layer. The char CNN runs once per distinct char row o
 batch (see `convatt.batching`), which gives the same result as running it per token:
 a PTB batch of 32 x 60 token positions has ~450 distinct rows, so the CNN does a
 quarter of the work. `convatt bench` compares the speed with a straightforward port.
+
+Precision (`dtype_policy`): every layer gets the policy, except the output layer
+`tags`, which is float32 (its softmax and the loss see float32 probabilities);
+weights stay float32. Under "mixed_float16" the optimizer scales the loss.
 """
 from __future__ import annotations
 
@@ -27,6 +31,9 @@ from convatt.layers import (
 from convatt.optimizers import RMSpropKeras2
 from convatt.protocol import DEFAULT_PROTOCOL, Protocol
 from convatt.variants import TaggerConfig
+
+# The dtype policies the tagger supports: float32 (the paper's) and the mixed ones.
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 @keras.saving.register_keras_serializable(package="convatt")
@@ -59,19 +66,19 @@ class GatherCharFeatures(keras.layers.Layer):
         return tuple(index_shape) + (features_shape[-1],)
 
 
-def char_encoder(config: TaggerConfig, n_chars: int, char_rows):
+def char_encoder(config: TaggerConfig, n_chars: int, char_rows, dtype_policy: str = "float32"):
     """char_rows (b, k, t_char) -> (b * k, char_filters): embedding, CNN, max over chars."""
     rows = ops.reshape(char_rows, (-1, config.max_word_len))
-    x = layers.Embedding(n_chars, config.char_dim, name="char_embedding")(rows)
+    x = layers.Embedding(n_chars, config.char_dim, name="char_embedding", dtype=dtype_policy)(rows)
     for i in range(config.char_layers):
         x = layers.Conv1D(config.char_filters, config.char_kernel_size, padding="same",
-                          activation="relu", name=f"char_conv_{i + 1}")(x)
+                          activation="relu", name=f"char_conv_{i + 1}", dtype=dtype_policy)(x)
     return ops.max(x, axis=-2)
 
 
 def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int,
                  word_vectors: np.ndarray | None = None, jit_compile: bool | str = "auto",
-                 protocol: Protocol = DEFAULT_PROTOCOL) -> keras.Model:
+                 protocol: Protocol = DEFAULT_PROTOCOL, dtype_policy: str = "float32") -> keras.Model:
     """Build and compile the tagger of one variant.
 
     Args:
@@ -83,25 +90,34 @@ def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int
         jit_compile: passed to `Model.compile`. The default "auto" lets Keras choose:
             no XLA with TensorFlow on a CPU-only machine (XLA made a training step
             about 10x slower on a 2-core CPU, `convatt bench`), XLA on a GPU and on JAX.
+        dtype_policy: one of `PRECISIONS`. "float32" (the paper's) or a mixed policy:
+            every layer computes in bfloat16 / float16 with float32 weights, except
+            the output layer `tags`, which stays float32 (float32 probabilities for
+            the loss); "mixed_float16" also gets loss scaling (`compile_tagger`).
     """
+    if dtype_policy not in PRECISIONS:
+        raise ValueError(f"dtype_policy must be one of {PRECISIONS}; received {dtype_policy!r}.")
+    policy = dtype_policy
     spec, t, tc = config.spec, config.max_len, config.max_word_len
     words = keras.Input((t,), dtype="int32", name="words")
     char_rows = keras.Input((None, tc), dtype="int32", name="char_rows")
     char_index = keras.Input((t,), dtype="int32", name="char_index")
 
     word_embedding = layers.Embedding(n_words, config.word_dim, trainable=not config.pretrained_words,
-                                      name="word_embedding")
+                                      name="word_embedding", dtype=policy)
     x = word_embedding(words)
     if spec.position_embedding == "add":
-        x = layers.Add(name="add_position")([x, PositionEmbedding(t, name="position_embedding")(x)])
+        positions = PositionEmbedding(t, name="position_embedding", dtype=policy)(x)
+        x = layers.Add(name="add_position", dtype=policy)([x, positions])
     elif spec.position_embedding == "con":
-        positions = PositionEmbedding(t, output_dim=config.pe_con_dim, name="position_embedding")(x)
-        x = layers.Concatenate(name="concat_position")([x, positions])
+        positions = PositionEmbedding(t, output_dim=config.pe_con_dim, name="position_embedding", dtype=policy)(x)
+        x = layers.Concatenate(name="concat_position", dtype=policy)([x, positions])
     elif spec.position_embedding == "sin-add":
-        x = SinusoidalPositionEncoding(name="sinusoidal_position")(x)
+        x = SinusoidalPositionEncoding(name="sinusoidal_position", dtype=policy)(x)
 
-    chars = GatherCharFeatures(name="char_features")(char_encoder(config, n_chars, char_rows), char_index)
-    h0 = layers.Concatenate(name="layer_0_input")([x, chars])
+    char_features = char_encoder(config, n_chars, char_rows, policy)
+    chars = GatherCharFeatures(name="char_features", dtype=policy)(char_features, char_index)
+    h0 = layers.Concatenate(name="layer_0_input", dtype=policy)([x, chars])
 
     attention_mask = ops.not_equal(words, 0) if config.mask_padding else None
     h = h0
@@ -120,13 +136,16 @@ def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int
             relative_bias_parameterization=config.relative_bias_parameterization,
             kernel_initializer=config.attention_initializer,
             name=f"attention_{i + 1}",
+            dtype=policy,
         )
-        dropped = layers.Dropout(config.dropout, name=f"dropout_{i + 1}")(h)
+        dropped = layers.Dropout(config.dropout, name=f"dropout_{i + 1}", dtype=policy)(h)
         z = attention(dropped, attention_mask=attention_mask) if attention_mask is not None else attention(dropped)
-        h = layers.Add(name=f"residual_{i + 1}")([dropped if config.residual_adds_dropped else h, z])
+        h = layers.Add(name=f"residual_{i + 1}", dtype=policy)([dropped if config.residual_adds_dropped else h, z])
 
-    out = layers.Concatenate(name="output_features")([h0, h])
-    tags = layers.Dense(n_labels, activation="softmax", name="tags")(out)
+    out = layers.Concatenate(name="output_features", dtype=policy)([h0, h])
+    # float32 whatever the policy: the softmax and the loss need float32 probabilities
+    # (a small matmul, ~1% of a step's FLOPs).
+    tags = layers.Dense(n_labels, activation="softmax", name="tags", dtype="float32")(out)
     model = keras.Model({"words": words, "char_rows": char_rows, "char_index": char_index}, tags,
                         name=f"tagger_{config.variant.replace('-', '_')}")
     if word_vectors is not None:
@@ -144,8 +163,13 @@ def compile_tagger(model: keras.Model, jit_compile: bool | str = "auto",
     The original protocol: Keras 2.2.4's RMSprop update, and the weighted loss divided
     by the batch's real tokens (Keras 2.2.4's `weighted_masked_objective`); Keras 3's:
     its own RMSprop, and the weighted loss divided by all positions.
+    A model with float16 layers (`dtype_policy="mixed_float16"`) gets dynamic loss
+    scaling (`keras.optimizers.LossScaleOptimizer`), so that small gradients do not
+    flush to zero in float16; the optimizer's arithmetic stays float32 (the weights are).
     """
     optimizer = RMSpropKeras2() if protocol.optimizer == "keras2-rmsprop" else keras.optimizers.RMSprop()
+    if any(layer.compute_dtype == "float16" for layer in model.layers):
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     reduction = "mean_with_sample_weight" if protocol.loss == "real-tokens" else "sum_over_batch_size"
     model.compile(
         optimizer=optimizer,

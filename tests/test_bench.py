@@ -70,3 +70,17 @@ def test_run_benchmark_prints_the_speedup_line():
     assert any(line.startswith("baseline") and "tokens/s" in line for line in lines)
     assert any(line.startswith("tagger") and "steps/s" in line for line in lines)
     assert result["speedup"] > 0 and result["tagger"]["tokens_per_s"] > 0
+
+
+@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
+def test_run_benchmark_prints_the_mixed_precision_speedup(precision):
+    lines = []
+    result = run_benchmark(preset="ud", variant="san-pe-add", steps=2, warmup=1, batch_size=4,
+                           sizes=(40, 12, 7, 60), log=lines.append, precision=precision, num_layers=1,
+                           num_heads=2, **TINY)
+    assert re.fullmatch(rf"speedup \d+\.\d\dx \({precision} over float32\)", lines[-1]), lines
+    assert any(line.startswith("float32") and "steps/s" in line for line in lines)
+    assert any(line.startswith(precision) and "tokens/s" in line for line in lines)
+    assert result["speedup"] == pytest.approx(result["float32"]["step_s"] / result[precision]["step_s"])
+    with pytest.raises(ValueError, match="precision"):
+        run_benchmark(precision="bfloat16")

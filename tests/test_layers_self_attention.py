@@ -1,4 +1,5 @@
-"""SelfAttention against an independent loop-by-loop NumPy reference, for every option.
+"""SelfAttention: the layer harness, and an independent loop-by-loop NumPy reference
+(`layer_references.self_attention`) for every option, with and without masks.
 
 The reference follows the papers' equations head by head and position by position:
 Dufter et al. (2020) §2.2-2.5 and, for `relative_position_representation`, Shaw et
@@ -11,108 +12,17 @@ import numpy as np
 import pytest
 import keras
 
+import layer_references as ref
 from convatt.layers import SelfAttention
+from layer_harness import check_clone_computes_the_same, randomize, run_layer_test
 
 B, T, D, H, DH, MAX_LEN = 2, 6, 5, 2, 3, 8
 ATOL = 2e-5
 
 
-def softmax(x):
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def conv1d_same(x, kernel, bias):
-    """Keras 'same' Conv1D + ReLU. x (steps, cin), kernel (taps, cin, cout)."""
-    steps, taps = x.shape[0], kernel.shape[0]
-    before = (taps - 1) // 2
-    out = np.tile(bias, (steps, 1)).astype(float)
-    for i in range(steps):
-        for tap in range(taps):
-            if 0 <= i + tap - before < steps:
-                out[i] += x[i + tap - before] @ kernel[tap]
-    return np.maximum(out, 0)
-
-
-def conv2d_same(x, kernel, bias):
-    """Keras 'same' single-filter Conv2D + ReLU."""
-    rows, cols = x.shape
-    k = kernel.shape[0]
-    before = (k - 1) // 2
-    out = np.full((rows, cols), float(bias))
-    for i in range(rows):
-        for j in range(cols):
-            for u in range(k):
-                for v in range(k):
-                    r, c = i + u - before, j + v - before
-                    if 0 <= r < rows and 0 <= c < cols:
-                        out[i, j] += kernel[u, v] * x[r, c]
-    return np.maximum(out, 0)
-
-
-def reference(x, weights, keep=None, *, num_heads=H, head_dim=DH, max_len=MAX_LEN, position_interaction=False,
-              relative_bias=False, temperature=False, attention_conv=None, conv_kernel_size=3,
-              relative_position_representation=None, alibi=False, kernel_initializer=None):
-    """NumPy SelfAttention. `weights` in the layer's documented order; `keep` (b, q, k) bool or None."""
-    w = [np.asarray(v, np.float64) for v in weights]
-    wq, wk, wv = w.pop(0), w.pop(0), w.pop(0)
-    gamma = w.pop(0) if temperature else np.ones((3, num_heads))
-    ap = w.pop(0) if position_interaction else None
-    ar = w.pop(0) if relative_bias else None
-    if relative_position_representation is not None:
-        clip = relative_position_representation
-        w_key, w_value = w.pop(0), w.pop(0)  # rows: distances -clip .. clip
-    if attention_conv:
-        conv_kernel, conv_bias = w.pop(0), w.pop(0)
-    assert not w, "more weights than the options explain"
-
-    b, t, _ = x.shape
-    out = np.zeros((b, t, num_heads * head_dim))
-    attention = np.zeros((b, num_heads, t, t))
-    for n in range(b):
-        for h in range(num_heads):
-            q = x[n] @ (gamma[0, h] * wq[:, h, :])
-            k = x[n] @ (gamma[1, h] * wk[:, h, :])
-            v = x[n] @ (gamma[2, h] * wv[:, h, :])
-            if relative_position_representation is not None:
-                # Shaw eqs. 3-4: explicit edge vectors a_ij = w[clip(j - i, k)].
-                a_key = np.zeros((t, t, head_dim))
-                a_value = np.zeros((t, t, head_dim))
-                for i in range(t):
-                    for j in range(t):
-                        d = max(-clip, min(clip, j - i))
-                        a_key[i, j] = w_key[d + clip]
-                        a_value[i, j] = w_value[d + clip]
-            scores = np.zeros((t, t))
-            for i in range(t):
-                for j in range(t):
-                    key_j = k[j] + (a_key[i, j] if relative_position_representation is not None else 0)
-                    scores[i, j] = q[i] @ key_j / math.sqrt(head_dim)
-                    if position_interaction:
-                        scores[i, j] += ap[h, i, j]
-                    if relative_bias:
-                        scores[i, j] += ar[h, i - j + max_len]
-                    if alibi:
-                        scores[i, j] -= 2.0 ** (-8.0 * (h + 1) / num_heads) * abs(i - j)
-                    if keep is not None and not keep[n, i, j]:
-                        scores[i, j] = -1e9
-            att = softmax(scores)
-            if keep is not None:
-                att = att * keep[n]
-            if attention_conv == "1d":
-                att = conv1d_same(att, conv_kernel[h, :, :t, :t], conv_bias[h, :t])
-            elif attention_conv == "2d":
-                att = conv2d_same(att, conv_kernel[h], conv_bias[h])
-            if attention_conv and keep is not None:
-                att = att * keep[n]
-            z = np.zeros((t, head_dim))
-            for i in range(t):
-                for j in range(t):
-                    v_j = v[j] + (a_value[i, j] if relative_position_representation is not None else 0)
-                    z[i] += att[i, j] * v_j
-            out[n, :, h * head_dim : (h + 1) * head_dim] = z
-            attention[n, h] = att
-    return out, attention
+def reference(x, weights, keep=None, **options):
+    """`layer_references.self_attention` with this file's sizes."""
+    return ref.self_attention(x, weights, keep, **{"num_heads": H, "head_dim": DH, "max_len": MAX_LEN, **options})
 
 
 def make_layer(rng, t=T, **options):
@@ -135,7 +45,8 @@ def make_layer(rng, t=T, **options):
 
 def run(layer, x, **kwargs):
     out, att = layer(x.astype("float32"), return_attention_scores=True, **kwargs)
-    return keras.ops.convert_to_numpy(out), keras.ops.convert_to_numpy(att)
+    return (keras.ops.convert_to_numpy(keras.ops.cast(out, "float32")),
+            keras.ops.convert_to_numpy(keras.ops.cast(att, "float32")))
 
 
 OPTIONS = {
@@ -333,3 +244,65 @@ def test_every_weight_is_trained():
             assert not delta[:, 0].any() and (delta[:, 1:] > 0).all()
         else:
             assert delta.max() > 0, w.path
+
+
+# ---------------------------------------------------------------- harness, dtype policies
+
+ALL_SUBLAYERS = dict(max_len=MAX_LEN, position_interaction=True, relative_bias=True, temperature=True,
+                     attention_conv="1d", relative_position_representation=2, alibi=True,
+                     kernel_initializer="zeros")
+
+
+def test_layer_harness_every_option_with_mask_and_scores(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    mask = (np.arange(T)[None, :] < np.array([[T], [4]])).astype("int32")
+    run_layer_test(SelfAttention, dict(num_heads=H, head_dim=DH, **ALL_SUBLAYERS), x,
+                   [(B, T, H * DH), (B, H, T, T)], tmp_path,
+                   call_kwargs=dict(attention_mask=mask, return_attention_scores=True), expected_num_weights=10)
+
+
+def test_layer_harness_conv2d(tmp_path):
+    x = np.random.default_rng(1).normal(size=(B, T, D)).astype("float32")
+    run_layer_test(SelfAttention, dict(num_heads=H, head_dim=DH, temperature=True, attention_conv="2d",
+                                       kernel_initializer="zeros"), x, (B, T, H * DH), tmp_path)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_policy_eager_and_symbolic_outputs_agree(policy):
+    """The issue's case: eager and symbolic calls both give the compute dtype, with sublayers."""
+    compute = keras.dtype_policies.get(policy).compute_dtype
+    layer = SelfAttention(2, 8, max_len=12, position_interaction=True, kernel_initializer="zeros", dtype=policy)
+    symbolic = layer(keras.Input((12, 5)))
+    eager = layer(np.random.default_rng(0).random((2, 12, 5)).astype("float32"))
+    assert keras.backend.standardize_dtype(symbolic.dtype) == compute
+    assert keras.backend.standardize_dtype(eager.dtype) == compute
+    assert layer._position_interaction.dtype_policy.name == policy
+    assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in layer.weights)
+
+
+@pytest.mark.parametrize("position", ["position_interaction", "relative_bias"])
+def test_large_position_terms_are_added_in_float32(position):
+    """With scores exactly 0 (zero projections), the attention is softmax(A^p) or softmax(A^r).
+    Large position terms (10-30) rounded to bfloat16 would move the probabilities by ~5%;
+    computed in float32, only the final rounding of the attention to bfloat16 remains."""
+    layer = SelfAttention(H, DH, max_len=MAX_LEN, kernel_initializer="zeros", dtype="mixed_bfloat16",
+                          **{position: True})
+    layer.build((None, MAX_LEN, D))
+    rng = np.random.default_rng(3)
+    terms = rng.uniform(10, 30, layer.weights[3].shape)
+    layer.weights[3].assign(terms.astype("float32"))
+    _, att = run(layer, rng.normal(size=(1, MAX_LEN, D)))
+    zeros = [np.zeros(w.shape) for w in layer.weights[:3]]
+    _, expected = reference(np.zeros((1, MAX_LEN, D)), zeros + [terms], **{position: True})
+    np.testing.assert_allclose(att, expected, rtol=2 ** -8, atol=1e-30)
+
+
+def test_from_config_round_trip():
+    layer = SelfAttention(H, DH, max_len=T, position_interaction=True, relative_bias=True, temperature=True,
+                          attention_conv="1d", conv_kernel_size=5, relative_position_representation=1,
+                          alibi=True, kernel_initializer=keras.initializers.Constant(0.2))
+    x = np.random.default_rng(2).uniform(size=(2, T, D)).astype("float32")
+    layer(x)
+    randomize(layer, low=0.1, high=0.6)
+    check_clone_computes_the_same(layer, x)

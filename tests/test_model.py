@@ -116,3 +116,45 @@ def test_unknown_names_suggest_the_nearest():
         make_config("ptb", "san-pe-add-conv-2d")
     with pytest.raises(ConvattError, match="Did you mean 'ud'"):
         make_config("UD", "san")
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_tagger(policy, tmp_path):
+    """Every layer computes in the policy's dtype except `tags` (float32 probabilities for the
+    loss); weights stay float32 and are the float32 model's; predictions stay close to it;
+    float16 gets loss scaling; a training step is finite; `.keras` keeps the policies."""
+    rng = np.random.default_rng(3)
+    config = make_config("ud", "san-pe-add-conv2d", word_dim=8, char_dim=4, char_filters=4, max_len=10,
+                         max_word_len=6)
+    reference = build_tagger(config, 40, 12, 7, jit_compile=False)
+    model = build_tagger(config, 40, 12, 7, jit_compile=False, dtype_policy=policy)
+    compute = keras.dtype_policies.get(policy).compute_dtype
+    for layer in model.layers:
+        if not isinstance(layer, keras.layers.InputLayer):
+            assert layer.compute_dtype == ("float32" if layer.name == "tags" else compute), layer.name
+    assert {keras.backend.standardize_dtype(w.dtype) for w in model.weights if "seed" not in w.path} == {"float32"}
+    assert count_parameters(model) == count_parameters(reference)
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer) == (policy == "mixed_float16")
+    assert not isinstance(reference.optimizer, keras.optimizers.LossScaleOptimizer)
+
+    model.set_weights(reference.get_weights())
+    words, chars = _batch(rng, n_words=40, length=(3, 10), t=10, tc=6)
+    x = make_inputs(words, chars)
+    out = model.predict_on_batch(x)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, reference.predict_on_batch(x), atol=0.03)
+    np.testing.assert_allclose(out.sum(-1), 1.0, atol=1e-5)
+    tags = rng.integers(2, 7, words.shape)
+    loss = model.train_on_batch(x, tags, sample_weight=(words != 0).astype("float32"))
+    assert np.isfinite(np.asarray(loss, dtype=float)).all()
+
+    model.save(tmp_path / "m.keras")
+    again = keras.saving.load_model(tmp_path / "m.keras")
+    assert again.get_layer("attention_1").dtype_policy.name == policy
+    assert again.get_layer("attention_1")._conv.dtype_policy.name == policy
+    np.testing.assert_array_equal(again.predict_on_batch(x), model.predict_on_batch(x))
+
+
+def test_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="dtype_policy"):
+        build_tagger(make_config("ud", "san"), 40, 12, 7, dtype_policy="bfloat16")

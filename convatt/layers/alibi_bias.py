@@ -28,7 +28,11 @@ class AlibiBias(keras.layers.Layer):
             `(batch_size, num_heads, query_len, key_len)`.
 
     Returns:
-        `attention_scores + bias`, same shape.
+        `attention_scores + bias`, same shape, in the layer's compute dtype.
+
+    Mixed precision: the bias (up to `-m_1 * (t - 1)`, large next to the
+    scores) and the sum are computed in float32; `add_float32` returns the
+    sum in float32 (used by `SelfAttention`).
 
     Example:
     ```python
@@ -51,21 +55,25 @@ class AlibiBias(keras.layers.Layer):
         return 2.0 ** (-8.0 * np.arange(1, self.num_heads + 1) / self.num_heads)
 
     def bias(self, query_len, key_len):
-        """The bias `(num_heads, query_len, key_len)`."""
+        """The bias `(num_heads, query_len, key_len)`, in float32."""
         distance = ops.abs(
             ops.expand_dims(ops.arange(query_len), 1) - ops.expand_dims(ops.arange(key_len), 0)
         )
-        slopes = ops.convert_to_tensor(self.slopes.reshape(-1, 1, 1), dtype=self.compute_dtype)
-        return -slopes * ops.cast(ops.expand_dims(distance, 0), self.compute_dtype)
+        slopes = ops.convert_to_tensor(self.slopes.reshape(-1, 1, 1), dtype="float32")
+        return -slopes * ops.cast(ops.expand_dims(distance, 0), "float32")
 
     def build(self, input_shape=None):
         if input_shape is not None:
             check_scores_shape(self.name, input_shape, self.num_heads)
 
-    def call(self, attention_scores):
+    def add_float32(self, attention_scores):
+        """`attention_scores + bias`, computed and returned in float32."""
         check_scores_shape(self.name, attention_scores.shape, self.num_heads)
         shape = ops.shape(attention_scores)
-        return attention_scores + self.bias(shape[-2], shape[-1])
+        return ops.cast(attention_scores, "float32") + self.bias(shape[-2], shape[-1])
+
+    def call(self, attention_scores):
+        return ops.cast(self.add_float32(attention_scores), self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

@@ -43,7 +43,12 @@ class AttentionConv1D(keras.layers.Layer):
             with `query_len, key_len <= max_len`.
 
     Returns:
-        The convolved attention, same shape.
+        The convolved attention, same shape, in the layer's compute dtype.
+
+    Mixed precision: the convolution (a sum over `kernel_size * key_len`
+    terms) runs in float32 with the float32 weights, and only the result is
+    cast to the compute dtype; `convolve_float32` returns it in float32 (used
+    by `SelfAttention`, whose attention is float32 until it meets the values).
 
     Weights (in this order):
         `kernel` `(num_heads, kernel_size, max_len, max_len)` indexed
@@ -86,14 +91,22 @@ class AttentionConv1D(keras.layers.Layer):
             check_scores_shape(self.name, input_shape, self.num_heads, self.max_len)
         shape = (self.num_heads, self.kernel_size, self.max_len, self.max_len)
         self.kernel = self.add_weight(
-            name="kernel", shape=shape, initializer=per_head_initializer(self.kernel_initializer, shape, shape[1:])
+            name="kernel",
+            shape=shape,
+            initializer=per_head_initializer(self.kernel_initializer, shape, shape[1:]),
+            autocast=False,  # the convolution runs in float32 (convolve_float32)
         )
         self.bias = self.add_weight(
-            name="bias", shape=(self.num_heads, self.max_len), initializer=self.bias_initializer
+            name="bias", shape=(self.num_heads, self.max_len), initializer=self.bias_initializer, autocast=False
         )
 
     def call(self, attention):
+        return ops.cast(self.convolve_float32(attention), self.compute_dtype)
+
+    def convolve_float32(self, attention):
+        """The convolution of `attention`, computed and returned in float32."""
         check_scores_shape(self.name, attention.shape, self.num_heads, self.max_len)
+        attention = ops.cast(attention, "float32")
         shape = ops.shape(attention)
         query_len, key_len = shape[-2], shape[-1]
         # 'same' padding as Keras / TF: the extra pad of an even width goes at the end.
@@ -106,9 +119,10 @@ class AttentionConv1D(keras.layers.Layer):
         windows = ops.concatenate(
             [padded[:, :, tap : tap + query_len, :] for tap in range(self.kernel_size)], axis=-1
         )  # (batch, head, query, tap * key)
-        kernel = ops.reshape(self.kernel[:, :, :key_len, :key_len], (self.num_heads, -1, key_len))
+        kernel = ops.cast(self.kernel[:, :, :key_len, :key_len], "float32")
+        kernel = ops.reshape(kernel, (self.num_heads, -1, key_len))
         outputs = ops.matmul(windows, ops.expand_dims(kernel, 0))
-        outputs = outputs + ops.expand_dims(self.bias[:, :key_len], 1)
+        outputs = outputs + ops.expand_dims(ops.cast(self.bias[:, :key_len], "float32"), 1)
         return self.activation(outputs)
 
     def compute_output_shape(self, input_shape):

@@ -34,7 +34,11 @@ class AttentionConv2D(keras.layers.Layer):
         attention: tensor of shape `(batch_size, num_heads, query_len, key_len)`.
 
     Returns:
-        The convolved attention, same shape.
+        The convolved attention, same shape, in the layer's compute dtype.
+
+    Mixed precision: the convolution runs in float32 with the float32
+    weights, and only the result is cast to the compute dtype;
+    `convolve_float32` returns it in float32 (used by `SelfAttention`).
 
     Weights (in this order):
         `kernel` `(num_heads, kernel_size, kernel_size)` indexed
@@ -78,18 +82,26 @@ class AttentionConv2D(keras.layers.Layer):
             name="kernel",
             shape=shape,
             initializer=per_head_initializer(self.kernel_initializer, shape, (k, k, 1, 1)),
+            autocast=False,  # the convolution runs in float32 (convolve_float32)
         )
-        self.bias = self.add_weight(name="bias", shape=(self.num_heads,), initializer=self.bias_initializer)
+        self.bias = self.add_weight(
+            name="bias", shape=(self.num_heads,), initializer=self.bias_initializer, autocast=False
+        )
 
     def call(self, attention):
+        return ops.cast(self.convolve_float32(attention), self.compute_dtype)
+
+    def convolve_float32(self, attention):
+        """The convolution of `attention`, computed and returned in float32."""
         check_scores_shape(self.name, attention.shape, self.num_heads)
         # One k x k filter per head = a depthwise convolution with the heads as
         # channels (channels-last), 'same' padding as keras.layers.Conv2D.
         # (Much faster than stacking the k*k shifted windows: 7 vs 150 ms on CPU.)
-        kernel = ops.expand_dims(ops.transpose(self.kernel, (1, 2, 0)), -1)  # (k, k, heads, 1)
+        kernel = ops.expand_dims(ops.transpose(ops.cast(self.kernel, "float32"), (1, 2, 0)), -1)  # (k, k, heads, 1)
+        attention = ops.cast(attention, "float32")
         outputs = ops.depthwise_conv(ops.transpose(attention, (0, 2, 3, 1)), kernel, padding="same")
-        outputs = ops.transpose(outputs, (0, 3, 1, 2)) + ops.reshape(self.bias, (1, self.num_heads, 1, 1))
-        return self.activation(outputs)
+        bias = ops.reshape(ops.cast(self.bias, "float32"), (1, self.num_heads, 1, 1))
+        return self.activation(ops.transpose(outputs, (0, 3, 1, 2)) + bias)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

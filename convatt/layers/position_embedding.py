@@ -26,11 +26,14 @@ class PositionEmbedding(keras.layers.Layer):
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:
-        inputs: tensor of shape `(batch_size, t, ...)` with `t <= max_len`.
+        inputs: tensor of shape `(batch_size, t, ...)` with `t <= max_len`; a
+            longer `t` raises a `ValueError` when `t` is known at call time
+            (eager calls, and compiled calls traced with the batch's shape; a
+            function retraced for any length fails inside the backend instead).
 
     Returns:
         Tensor of shape `(batch_size, t, dim)`: row `i` is the embedding of
-        position `i`.
+        position `i`, in the layer's compute dtype.
 
     Weights:
         `embeddings` `(max_len, dim)`.
@@ -63,16 +66,23 @@ class PositionEmbedding(keras.layers.Layer):
             )
         return int(dim)
 
+    def _check_length(self, shape) -> None:
+        if len(shape) < 2:
+            raise ValueError(f"{self.name} expects inputs of shape (batch, t, ...); received {shape}.")
+        if shape[1] is not None and shape[1] > self.max_len:
+            raise ValueError(
+                f"{self.name} was built for max_len={self.max_len} positions; received a sequence of "
+                f"t={shape[1]} (input shape {tuple(shape)}). Truncate the inputs or use a larger max_len."
+            )
+
     def build(self, input_shape):
-        if len(input_shape) < 2:
-            raise ValueError(f"{self.name} expects inputs of shape (batch, t, ...); received {input_shape}.")
-        if input_shape[1] is not None and input_shape[1] > self.max_len:
-            raise ValueError(f"{self.name} was built for max_len={self.max_len}; received t={input_shape[1]}.")
+        self._check_length(input_shape)
         self.embeddings = self.add_weight(
             name="embeddings", shape=(self.max_len, self._dim(input_shape)), initializer=self.initializer
         )
 
     def call(self, inputs):
+        self._check_length(inputs.shape)  # built for unknown t, called with a longer one
         shape = ops.shape(inputs)
         positions = self.embeddings[: shape[1]]
         return ops.broadcast_to(ops.expand_dims(positions, 0), (shape[0], shape[1], self.embeddings.shape[-1]))

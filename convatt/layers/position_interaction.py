@@ -31,7 +31,15 @@ class PositionInteraction(keras.layers.Layer):
             scores before the softmax, with `query_len, key_len <= max_len`.
 
     Returns:
-        `attention_scores + A^p[:, :query_len, :key_len]`, same shape.
+        `attention_scores + A^p[:, :query_len, :key_len]`, same shape, in the
+        layer's compute dtype.
+
+    Mixed precision: `A^p` stays float32 (never autocast) and the sum is done
+    in float32, then cast to the compute dtype; `add_float32` returns it in
+    float32 (`SelfAttention` keeps its scores in float32 up to the softmax).
+
+    Other methods:
+        `add_float32(attention_scores)`: `attention_scores + A^p` in float32.
 
     Weights:
         `interactions`: `(num_heads, max_len, max_len)`, `A^p`.
@@ -60,13 +68,19 @@ class PositionInteraction(keras.layers.Layer):
             name="interactions",
             shape=shape,
             initializer=per_head_initializer("glorot_normal", shape, shape[1:]),
+            autocast=False,  # read in float32 even inside a mixed-precision parent
         )
 
-    def call(self, attention_scores):
+    def add_float32(self, attention_scores):
+        """`attention_scores + A^p[:, :query_len, :key_len]`, computed and returned in float32."""
         check_scores_shape(self.name, attention_scores.shape, self.num_heads, self.max_len)
         shape = ops.shape(attention_scores)
         query_len, key_len = shape[-2], shape[-1]
-        return attention_scores + self.interactions[:, :query_len, :key_len]
+        interactions = ops.cast(self.interactions[:, :query_len, :key_len], "float32")
+        return ops.cast(attention_scores, "float32") + interactions
+
+    def call(self, attention_scores):
+        return ops.cast(self.add_float32(attention_scores), self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

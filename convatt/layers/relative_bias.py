@@ -49,7 +49,10 @@ class RelativeBias(keras.layers.Layer):
             `query_len, key_len <= max_len`.
 
     Returns:
-        `attention_scores + A^r`, same shape.
+        `attention_scores + A^r`, same shape, in the layer's compute dtype.
+
+    Mixed precision: `a^r` stays float32 and the sum is done in float32
+    (`add_float32` returns it so, for `SelfAttention`).
 
     Weights:
         `biases`: `(num_heads, 2 * max_len)`, `a^r`.
@@ -82,6 +85,7 @@ class RelativeBias(keras.layers.Layer):
             name="biases",
             shape=shape,
             initializer=self._initializer(shape),
+            autocast=False,  # float32 even inside a mixed-precision parent
         )
 
     def _initializer(self, shape):
@@ -95,7 +99,7 @@ class RelativeBias(keras.layers.Layer):
         """`(num_heads, 2t)`: the circulant's first column `Re(IFFT(a^r))`, per head."""
         n = 2 * self.max_len
         basis = np.cos(2 * np.pi * np.outer(np.arange(n), np.arange(n)) / n) / n  # (m, k), symmetric
-        return ops.matmul(self.biases, ops.convert_to_tensor(basis, dtype=self.biases.dtype))
+        return ops.matmul(ops.cast(self.biases, "float32"), ops.convert_to_tensor(basis, dtype="float32"))
 
     def relative_matrix(self, query_len, key_len):
         """`A^r[:, :query_len, :key_len]`, shape `(num_heads, query_len, key_len)`."""
@@ -104,10 +108,15 @@ class RelativeBias(keras.layers.Layer):
             return ops.take(self.biases, offsets + self.max_len, axis=1)
         return ops.take(self._distance_profile(), offsets % (2 * self.max_len), axis=1)
 
-    def call(self, attention_scores):
+    def add_float32(self, attention_scores):
+        """`attention_scores + A^r`, computed and returned in float32."""
         check_scores_shape(self.name, attention_scores.shape, self.num_heads, self.max_len)
         shape = ops.shape(attention_scores)
-        return attention_scores + self.relative_matrix(shape[-2], shape[-1])
+        bias = ops.cast(self.relative_matrix(shape[-2], shape[-1]), "float32")
+        return ops.cast(attention_scores, "float32") + bias
+
+    def call(self, attention_scores):
+        return ops.cast(self.add_float32(attention_scores), self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

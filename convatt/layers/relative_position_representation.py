@@ -40,11 +40,16 @@ class RelativePositionRepresentation(keras.layers.Layer):
 
     Returns:
         The scores with the relative key term added, same shape as
-        `attention_scores`.
+        `attention_scores`, in the layer's compute dtype.
+
+    Mixed precision: `w^K`, `w^V` stay float32; the key term, its sum with the
+    scores and the value term are computed in float32 (`add_float32`,
+    `value_term`, used by `SelfAttention`); `call` casts to the compute dtype.
 
     Other methods:
+        `add_float32(attention_scores, query)`: what `call` returns, in float32.
         `value_term(attention)`: `attention` `(b, h, q, k)` ->
-        `sum_j attention[..., i, j] a^V_ij`, shape `(b, q, h, head_dim)`.
+        `sum_j attention[..., i, j] a^V_ij`, shape `(b, q, h, head_dim)`, float32.
         `relative_embeddings(query_len, key_len)`: `(a^K, a^V)`, each
         `(query_len, key_len, head_dim)`.
 
@@ -79,10 +84,16 @@ class RelativePositionRepresentation(keras.layers.Layer):
             raise ValueError(f"{self.name} was built for head_dim={self.head_dim}; received query shape {query_shape}.")
         shape = (2 * self.max_distance + 1, self.head_dim)
         self.key_embeddings = self.add_weight(
-            name="key_embeddings", shape=shape, initializer=distinct_initializer(self.embeddings_initializer, 0)
+            name="key_embeddings",
+            shape=shape,
+            initializer=distinct_initializer(self.embeddings_initializer, 0),
+            autocast=False,  # float32 even inside a mixed-precision parent
         )
         self.value_embeddings = self.add_weight(
-            name="value_embeddings", shape=shape, initializer=distinct_initializer(self.embeddings_initializer, 1)
+            name="value_embeddings",
+            shape=shape,
+            initializer=distinct_initializer(self.embeddings_initializer, 1),
+            autocast=False,
         )
 
     def relative_indices(self, query_len, key_len):
@@ -96,19 +107,23 @@ class RelativePositionRepresentation(keras.layers.Layer):
         return ops.take(self.key_embeddings, indices, axis=0), ops.take(self.value_embeddings, indices, axis=0)
 
     def call(self, attention_scores, query):
+        return ops.cast(self.add_float32(attention_scores, query), self.compute_dtype)
+
+    def add_float32(self, attention_scores, query):
+        """The scores plus the relative key term, computed and returned in float32."""
         shape = ops.shape(attention_scores)
         indices = self.relative_indices(shape[-2], shape[-1])
-        a_key = ops.take(self.key_embeddings, indices, axis=0)  # (q, k, d)
+        a_key = ops.cast(ops.take(self.key_embeddings, indices, axis=0), "float32")  # (q, k, d)
         # One (b*h, d) x (d, k) product per query position i (eq. 5, second term).
-        key_term = ops.einsum("bqhd,qkd->bhqk", query, a_key)
-        return attention_scores + key_term * ops.cast(1.0 / math.sqrt(self.head_dim), key_term.dtype)
+        key_term = ops.einsum("bqhd,qkd->bhqk", ops.cast(query, "float32"), a_key)
+        return ops.cast(attention_scores, "float32") + key_term * (1.0 / math.sqrt(self.head_dim))
 
     def value_term(self, attention):
-        """`sum_j attention_ij a^V_ij`: `(b, h, q, k)` -> `(b, q, h, head_dim)`."""
+        """`sum_j attention_ij a^V_ij`: `(b, h, q, k)` -> `(b, q, h, head_dim)`, in float32."""
         shape = ops.shape(attention)
         indices = self.relative_indices(shape[-2], shape[-1])
-        a_value = ops.take(self.value_embeddings, indices, axis=0)  # (q, k, d)
-        return ops.einsum("bhqk,qkd->bqhd", attention, a_value)
+        a_value = ops.cast(ops.take(self.value_embeddings, indices, axis=0), "float32")  # (q, k, d)
+        return ops.einsum("bhqk,qkd->bqhd", ops.cast(attention, "float32"), a_value)
 
     def compute_output_shape(self, attention_scores_shape, query_shape=None):
         return tuple(attention_scores_shape)

@@ -42,6 +42,25 @@ class SelfAttention(keras.layers.Layer):
     convolution too), so padded keys never contribute and padded queries give
     zero outputs. The Keras mask is passed on to the output.
 
+    Padding: without a mask every position attends to every other, padding
+    included, as in the paper. The outputs at the real positions then depend
+    on how much padding (and which padding vectors) a sequence carries: the
+    same sentence gives different outputs padded to 20 or to 60. For outputs
+    that depend on the real tokens only, pass a Keras mask (e.g.
+    `Embedding(mask_zero=True)`) or `attention_mask=(token_ids != 0)`; then
+    appending padding leaves the real positions' outputs unchanged (up to
+    float rounding).
+
+    Dtype policies: sublayers get this layer's policy, the weights stay in the
+    variable dtype (float32 under `"mixed_float16"` / `"mixed_bfloat16"`) and
+    the outputs (and the returned attention) have the compute dtype. The
+    projections `X W` and the product of the attention with the values run in
+    the compute dtype (the bulk of the work); the scores, from `Q K^T` on, are
+    float32 up to and including the softmax and the convolution: position
+    terms (`A^p`, `A^r`, Shaw, ALiBi, the masks' large negative scores) are
+    added in float32, and the attention is cast to the compute dtype only when
+    it meets the values.
+
     Args:
         num_heads: int. Number of heads.
         head_dim: int. Width `d_h` of each head's queries, keys and values; the
@@ -72,7 +91,7 @@ class SelfAttention(keras.layers.Layer):
             mask or `(batch_size, t, t)` query-key mask; 1 = attend.
         return_attention_scores: bool. Also return the attention matrix.
 
-    Returns:
+    Returns (in the compute dtype):
         `(batch_size, t, num_heads * head_dim)`, or with
         `return_attention_scores=True` the tuple `(output, attention)` where
         `attention` `(batch_size, num_heads, t, t)` is the post-softmax
@@ -147,28 +166,36 @@ class SelfAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
 
-        # Sublayers, in the order their weights are listed.
-        h = self.num_heads
+        # Sublayers, in the order their weights are listed, with this layer's dtype policy.
+        h, policy = self.num_heads, self.dtype_policy
         self._position_interaction = (
-            PositionInteraction(self.max_len, h, name="position_interaction") if self.position_interaction else None
+            PositionInteraction(self.max_len, h, name="position_interaction", dtype=policy)
+            if self.position_interaction
+            else None
         )
         self._relative_bias = (
-            RelativeBias(self.max_len, h, parameterization=relative_bias_parameterization, name="relative_bias")
+            RelativeBias(self.max_len, h, parameterization=relative_bias_parameterization, name="relative_bias",
+                         dtype=policy)
             if self.relative_bias
             else None
         )
         self._relative_position = (
             RelativePositionRepresentation(
-                self.relative_position_representation, self.head_dim, name="relative_position_representation"
+                self.relative_position_representation,
+                self.head_dim,
+                name="relative_position_representation",
+                dtype=policy,
             )
             if self.relative_position_representation is not None
             else None
         )
-        self._alibi = AlibiBias(h, name="alibi_bias") if self.alibi else None
+        self._alibi = AlibiBias(h, name="alibi_bias", dtype=policy) if self.alibi else None
         if attention_conv == "1d":
-            self._conv = AttentionConv1D(self.max_len, h, kernel_size=self.conv_kernel_size, name="attention_conv")
+            self._conv = AttentionConv1D(
+                self.max_len, h, kernel_size=self.conv_kernel_size, name="attention_conv", dtype=policy
+            )
         elif attention_conv == "2d":
-            self._conv = AttentionConv2D(h, kernel_size=self.conv_kernel_size, name="attention_conv")
+            self._conv = AttentionConv2D(h, kernel_size=self.conv_kernel_size, name="attention_conv", dtype=policy)
         else:
             self._conv = None
 
@@ -224,28 +251,32 @@ class SelfAttention(keras.layers.Layer):
         return combined
 
     def _attention_maps(self, query, key, keep):
-        """(softmax attention, attention after the convolution), each `(b, h, q, k)`."""
-        scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
-        scores = scores * ops.cast(1.0 / math.sqrt(self.head_dim), scores.dtype)
+        """(softmax attention, attention after the convolution), each `(b, h, q, k)`, float32.
+
+        Float32 whatever the compute dtype: position terms can be large next to
+        the scores (ALiBi, the masks' large negative scores), and the softmax
+        and the convolution's sums would lose digits in 8 (bfloat16) or 11
+        (float16) bits."""
+        scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32") * (1.0 / math.sqrt(self.head_dim))
         if self._position_interaction is not None:
-            scores = self._position_interaction(scores)
+            scores = self._position_interaction.add_float32(scores)
         if self._relative_bias is not None:
-            scores = self._relative_bias(scores)
+            scores = self._relative_bias.add_float32(scores)
         if self._relative_position is not None:
-            scores = self._relative_position(scores, query)
+            scores = self._relative_position.add_float32(scores, query)
         if self._alibi is not None:
-            scores = self._alibi(scores)
+            scores = self._alibi.add_float32(scores)
 
         if keep is not None:
-            scores = ops.where(keep, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
+            scores = ops.where(keep, scores, large_negative("float32"))
         attention = ops.softmax(scores, axis=-1)
         if keep is not None:  # also zeroes fully masked rows (uniform after the softmax)
-            attention = attention * ops.cast(keep, attention.dtype)
+            attention = attention * ops.cast(keep, "float32")
         convolved = attention
         if self._conv is not None:
-            convolved = self._conv(attention)
+            convolved = self._conv.convolve_float32(attention)
             if keep is not None:
-                convolved = convolved * ops.cast(keep, convolved.dtype)
+                convolved = convolved * ops.cast(keep, "float32")
         return attention, convolved
 
     def attention_probabilities(self, inputs, mask=None, attention_mask=None):
@@ -282,14 +313,14 @@ class SelfAttention(keras.layers.Layer):
         key = self._project(inputs, self.key_kernel, 1)
         value = self._project(inputs, self.value_kernel, 2)
         _, attention = self._attention_maps(query, key, self._attention_mask(mask, attention_mask))
-
-        outputs = ops.einsum("bhqk,bkhd->bqhd", attention, value)
+        outputs = ops.einsum("bhqk,bkhd->bqhd", ops.cast(attention, self.compute_dtype), value)
         if self._relative_position is not None:
-            outputs = outputs + self._relative_position.value_term(attention)
+            value_term = self._relative_position.value_term(attention)
+            outputs = ops.cast(ops.cast(outputs, "float32") + value_term, self.compute_dtype)
         shape = ops.shape(outputs)
         outputs = ops.reshape(outputs, (shape[0], shape[1], self.num_heads * self.head_dim))
         if return_attention_scores:
-            return outputs, attention
+            return outputs, ops.cast(attention, self.compute_dtype)
         return outputs
 
     def compute_mask(self, inputs, mask=None):

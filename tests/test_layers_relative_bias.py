@@ -1,0 +1,83 @@
+"""RelativeBias (+R): the harness, a NumPy reference, the Toeplitz structure, init, errors."""
+import keras
+import numpy as np
+import pytest
+
+import layer_references as ref
+from convatt.layers import RelativeBias
+from layer_harness import check_clone_computes_the_same, randomize, run_layer_test
+
+ATOL = 1e-5
+
+
+def test_layer_harness(tmp_path):
+    scores = np.random.default_rng(0).normal(size=(2, 2, 5, 6)).astype("float32")
+    run_layer_test(RelativeBias, dict(max_len=8, num_heads=2), scores, (2, 2, 5, 6), tmp_path,
+                   expected_num_weights=1)
+
+
+def test_parameter_count_and_shape():
+    layer = RelativeBias(60, 4)
+    out = layer(np.zeros((2, 4, 60, 60), "float32"))
+    assert layer.count_params() == 480
+    assert tuple(out.shape) == tuple(layer.compute_output_shape((2, 4, 60, 60))) == (2, 4, 60, 60)
+
+
+@pytest.mark.parametrize("q, k", [(8, 8), (2, 5), (5, 3)])
+def test_matches_numpy(q, k):
+    rng = np.random.default_rng(1)
+    max_len = 8
+    layer = RelativeBias(max_len=max_len, num_heads=2)
+    layer.build((None, 2, max_len, max_len))
+    (ar,) = randomize(layer, seed=1)
+    assert ar.shape == (2, 2 * max_len)
+    scores = rng.normal(size=(3, 2, q, k))
+    out = keras.ops.convert_to_numpy(layer(scores.astype("float32")))
+    np.testing.assert_allclose(out, ref.relative_bias(scores, ar, max_len), atol=ATOL)
+
+
+def test_float32_sum_under_mixed_policy():
+    layer = RelativeBias(max_len=4, num_heads=2, dtype="mixed_float16")
+    layer.build((None, 2, 4, 4))
+    (ar,) = randomize(layer, low=100, high=200)
+    scores = np.full((1, 2, 4, 4), 0.25, "float32")
+    exact = ref.relative_bias(scores, ar, 4)
+    summed = keras.ops.convert_to_numpy(layer.add_float32(scores))
+    assert summed.dtype == np.float32
+    np.testing.assert_allclose(summed, exact, rtol=1e-6)
+    assert keras.backend.standardize_dtype(layer(scores).dtype) == "float16"
+
+
+def test_is_a_function_of_the_offset_only():
+    layer = RelativeBias(max_len=8, num_heads=2)
+    layer.build((None, 2, 8, 8))
+    layer.set_weights([np.stack([np.arange(16), -np.arange(16)]).astype("float32")])
+    ar = keras.ops.convert_to_numpy(layer(np.zeros((1, 2, 8, 8), "float32")))[0]
+    i, j = np.indices((8, 8))
+    np.testing.assert_array_equal(ar[0], i - j + 8)  # a Toeplitz matrix, entries 1 .. 15; 0 unused
+    np.testing.assert_array_equal(ar[1], -(i - j + 8))
+    assert ar[0].min() == 1 and ar[0].max() == 15
+
+
+def test_rejects_long_sequences_and_bad_shapes():
+    with pytest.raises(ValueError, match="max_len=4"):
+        RelativeBias(4, 2)(np.zeros((1, 2, 4, 5), "float32"))
+    with pytest.raises(ValueError, match="shape"):
+        RelativeBias(4, 2)(np.zeros((2, 4, 4), "float32"))
+
+
+def test_initialisation_is_per_head_glorot():
+    keras.utils.set_random_seed(3)
+    t, heads = 60, 4
+    r = RelativeBias(t, heads)
+    r.build((None, heads, t, t))
+    # glorot-normal of a (2t,) vector: std sqrt(2 / (2t + 2t)).
+    assert np.std(r.get_weights()[0]) == pytest.approx(np.sqrt(1 / (2 * t)), rel=0.15)
+
+
+def test_from_config_round_trip():
+    layer = RelativeBias(8, 2)
+    x = np.random.default_rng(2).uniform(size=(2, 2, 8, 8)).astype("float32")
+    layer(x)
+    randomize(layer, low=0.1, high=0.6)
+    check_clone_computes_the_same(layer, x)
