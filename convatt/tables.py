@@ -4,7 +4,7 @@ Numbers first, rendering second: `ptb_frame`, `ud_macro_frame` and `ud_treebank_
 compute each table as a DataFrame (what goes to CSV); `ptb_table`, ... render it to
 Markdown with its notes as a `Table`.
 
-    build_tables(runs)       every table the runs allow
+    build_tables(runs)       every table the runs allow (the efficiency tables too)
     write_tables(root, out)  Markdown and CSV files in `out` (`make tables`); returns
                              the files and the notes, which the CLI prints
 
@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from convatt import efficiency
 from convatt.errors import ConvattError
 from convatt.markdown import Table, fmt, markdown_table, page
 from convatt.paper import N_PAPER_TREEBANKS, OUR_LABELS, PAPER_EPOCHS, PAPER_SEEDS, paper_table, paper_table2d
 from convatt.rundir import write_text
-from convatt.run_table import METRICS, label_of, load_runs, model_name, model_order
+from convatt.run_table import METRICS, label_of, load_curves, load_histories, load_runs, model_name, model_order
 from convatt.stats import STD_DDOF, nanmean, range_text, seed_stats
 from convatt.variants import PAPER_VARIANTS, UD_VARIANTS
 
@@ -301,13 +302,18 @@ def ud_treebank_table(runs: pd.DataFrame) -> Table:
     return Table("table2d_ud_per_treebank", title, frame, ud_treebank_markdown(frame, notes, title), notes)
 
 
-def build_tables(runs: pd.DataFrame) -> list[Table]:
-    """The tables the runs allow: 2b when there are PTB runs, 2c and 2d when there are UD runs."""
+def build_tables(runs: pd.DataFrame, histories: pd.DataFrame | None = None,
+                 curves: pd.DataFrame | None = None) -> list[Table]:
+    """The tables the runs allow: 2b and the PTB efficiency table when there are PTB runs, 2c, 2d
+    and the UD efficiency tables when there are UD runs. Histories and curves: read if not given."""
+    histories = load_histories(None, runs) if histories is None else histories
+    curves = load_curves(None, runs) if curves is None else curves
     tables = []
     if (runs["preset"] == "ptb").any():
-        tables.append(ptb_table(runs))
+        tables += [ptb_table(runs), efficiency.ptb_efficiency_table(runs, histories, curves)]
     if (runs["preset"] == "ud").any():
         tables += [ud_macro_table(runs), ud_treebank_table(runs)]
+        tables += efficiency.ud_efficiency_tables(runs, histories, curves)
     return tables
 
 
