@@ -5,7 +5,7 @@
 #                       under UD_DIR x SEEDS                       (60 on the 4 embedded)
 #   make ptb-positions  issue 6: the position methods (POSITION_VARIANTS) on PTB
 #   make ud-positions   ... and on UD
-#   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*
+#   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*, efficiency_*
 #   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}
 #   make status         how many runs of each grid are finished (and queued/running on Slurm)
 #   make test           the test suite (TensorFlow, then the layer tests again on JAX)

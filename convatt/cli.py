@@ -184,16 +184,39 @@ def cmd_inspect(args) -> None:
 
 
 def cmd_tables(args) -> None:
-    from convatt.results import write_tables
+    from convatt.tables import write_tables
 
-    for path in write_tables(Path(args.runs), Path(args.out)):
-        print(f"wrote {path}")
+    _report(_warning_runs(write_tables, Path(args.runs), Path(args.out)))
 
 
 def cmd_plot(args) -> None:
     from convatt.plots import write_plots
 
-    for path in write_plots(Path(args.runs), Path(args.out)):
+    _report(_warning_runs(write_plots, Path(args.runs), Path(args.out)))
+
+
+def _warning_runs(write, *args):
+    """`write(*args)`, printing each run it left out (damaged, repeated) as one line on stderr."""
+    import warnings
+
+    from convatt.run_files import RunWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RunWarning)
+        written = write(*args)
+    for w in caught:
+        if issubclass(w.category, RunWarning):
+            print(f"convatt: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return written
+
+
+def _report(written) -> None:
+    """The notes of `make tables`/`make plots` (what is not comparable, not written), then the files."""
+    for note in written.notes:
+        print(f"note: {note}")
+    for path in written.paths:
         print(f"wrote {path}")
 
 

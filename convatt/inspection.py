@@ -247,7 +247,7 @@ def inspect_run(run: str | os.PathLike, out: str | os.PathLike, sentence: str | 
     """Write the figures (PNG and PDF) and attention_statistics.csv of a run to `out`; return the files."""
     from convatt import inspection_figures as figures
     from convatt.plots import save
-    from convatt.results import label_of
+    from convatt.run_table import label_of
     from convatt.rundir import write_text
 
     trained = load_run(run)

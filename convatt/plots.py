@@ -7,6 +7,7 @@ treebanks ("for UD we report the average across languages"), the band too. Only
 the x values (epochs, steps) that every seed of every corpus of a line reached
 are drawn, so a mean never changes which runs it covers along the line: runs stop
 at different epochs (early stopping), and a line ends where its first run stopped.
+A damaged run (`convatt.run_files`) is left out, with a warning, never drawn in part.
 
 Figures are `matplotlib.figure.Figure`s made without pyplot (no global state, no
 display needed): `write_plots` renders them with the Agg canvas to PNG and PDF; a
@@ -28,8 +29,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from convatt.errors import ConvattError
-from convatt.results import load_curves, load_histories, load_runs, model_order
+from convatt.run_table import load_curves, load_histories, load_runs, model_order
 from convatt.rundir import write_atomically
+from convatt.tables import Written
 from convatt.variants import VARIANTS
 
 BANDS = ("minmax", "std")
@@ -180,9 +182,9 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     return paths
 
 
-def write_plots(runs: Path, out: Path, band: str = "minmax") -> list[Path]:
+def write_plots(runs: Path, out: Path, band: str = "minmax") -> Written:
     """Table 2a (PTB; and the same for UD when there are UD runs) and Figure 2 as PNG and PDF
-    in `out`, from the finished runs under `runs`. Returns the files written."""
+    in `out`, from the finished runs under `runs`: the files written, and notes for the user."""
     frame = load_runs(Path(runs))
     if frame.empty:
         raise ConvattError("no finished runs (result.json) under this directory", runs)
@@ -190,13 +192,13 @@ def write_plots(runs: Path, out: Path, band: str = "minmax") -> list[Path]:
     curves = load_curves(Path(runs), frame)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    written = []
+    written = Written([], [])
     for preset in ("ptb", "ud"):
         if not histories.empty and (histories["preset"] == preset).any():
-            written += save(plot_epochs(histories, preset, band), out / f"table2a_{preset}_dev_by_epoch")
+            written.paths += save(plot_epochs(histories, preset, band), out / f"table2a_{preset}_dev_by_epoch")
     if not curves.empty:
-        written += save(figure2(curves, band, frame), out / "figure2_dev_by_step")
+        written.paths += save(figure2(curves, band, frame), out / "figure2_dev_by_step")
     else:
-        print("note: no finished run has a dev curve (curve.csv gets a point every --curve-every = 100 "
-              "batches by default; shorter runs have none), so Figure 2 was not drawn")
+        written.notes.append("no finished run has a dev curve (curve.csv gets a point every --curve-every = 100 "
+                             "batches by default; shorter runs have none), so Figure 2 was not drawn")
     return written

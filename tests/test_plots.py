@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from convatt import plots, results
+from convatt import plots, run_table
 from convatt.variants import VARIANTS
 
 # the tiny runs are smoke runs (conftest.tiny_options): their setting marks their names
@@ -37,7 +37,7 @@ def seed_values(root: Path, variant: str, csv: str, x: str) -> pd.DataFrame:
 
 
 def test_table2a_has_one_line_per_variant_with_the_mean_over_seeds(tiny_runs):
-    histories = results.load_histories(tiny_runs)
+    histories = run_table.load_histories(tiny_runs)
     fig = plots.plot_epochs(histories, "ptb")
     assert isinstance(fig, Figure)
     (ax,) = fig.axes
@@ -53,7 +53,7 @@ def test_table2a_has_one_line_per_variant_with_the_mean_over_seeds(tiny_runs):
 
 
 def test_band_is_min_max_or_std_over_seeds(tiny_runs):
-    histories = results.load_histories(tiny_runs)
+    histories = run_table.load_histories(tiny_runs)
     part = histories[histories["variant"] == "san-pe-add"]
     per_seed = seed_values(tiny_runs, "san-pe-add", "history.csv", "epoch")
     minmax = plots.aggregate(part, "epoch", band="minmax").set_index("epoch")
@@ -66,7 +66,7 @@ def test_band_is_min_max_or_std_over_seeds(tiny_runs):
 
 
 def test_figure2_ptb_left_ud_right(tiny_runs):
-    curves = results.load_curves(tiny_runs)
+    curves = run_table.load_curves(tiny_runs)
     fig = plots.figure2(curves)
     left, right = fig.axes
     assert set(lines_by_label(left)) == TINY_LABELS and len(left.get_lines()) == 2
@@ -79,8 +79,8 @@ def test_figure2_ptb_left_ud_right(tiny_runs):
 
 
 def test_figure2_says_when_runs_are_too_short_for_a_curve(tiny_runs):
-    runs = results.load_runs(tiny_runs)
-    curves = results.load_curves(tiny_runs, runs)
+    runs = run_table.load_runs(tiny_runs)
+    curves = run_table.load_curves(tiny_runs, runs)
     left, _ = plots.figure2(curves.iloc[:0], runs=runs).axes  # as after `make ptb-all EPOCHS=1` on the sample
     assert left.get_lines() == [] and "no PTB run has a dev curve" in left.texts[0].get_text()
 
@@ -97,7 +97,7 @@ def test_ud_curves_are_averaged_over_treebanks_at_common_steps(tiny_runs, tmp_pa
             if tb == "English-GUM":
                 curve = curve.iloc[:-1].assign(dev_accuracy=curve["dev_accuracy"] / 2)
             curve.to_csv(dst / "curve.csv", index=False)
-    curves = results.load_curves(tmp_path)
+    curves = run_table.load_curves(tmp_path)
     ax = plots.figure2(curves).axes[1]
     assert "2 treebanks" in ax.get_title()
     line = lines_by_label(ax)[tiny_label("san-pe-add")]
@@ -110,9 +110,13 @@ def test_ud_curves_are_averaged_over_treebanks_at_common_steps(tiny_runs, tmp_pa
 def test_a_line_ends_where_its_first_seed_stopped(tiny_runs, tmp_path):
     """Early stopping ends seeds at different epochs: the mean never changes which seeds it covers."""
     shutil.copytree(tiny_runs, tmp_path / "runs", ignore=shutil.ignore_patterns("model.keras"))
-    history = tmp_path / "runs" / "ptb" / "san-pe-add" / "seed2" / "history.csv"
-    pd.read_csv(history).iloc[:1].to_csv(history, index=False)  # seed 2 stopped after epoch 1
-    fig = plots.plot_epochs(results.load_histories(tmp_path / "runs"), "ptb")
+    seed2 = tmp_path / "runs" / "ptb" / "san-pe-add" / "seed2"
+    pd.read_csv(seed2 / "history.csv").iloc[:1].to_csv(seed2 / "history.csv", index=False)  # seed 2 stopped after epoch 1
+    curve = pd.read_csv(seed2 / "curve.csv")
+    curve[curve["epoch"] == 1].to_csv(seed2 / "curve.csv", index=False)
+    result = json.loads((seed2 / "result.json").read_text())
+    (seed2 / "result.json").write_text(json.dumps({**result, "epochs_run": 1, "best_epoch": 1}))
+    fig = plots.plot_epochs(run_table.load_histories(tmp_path / "runs"), "ptb")
     lines = lines_by_label(fig.axes[0])
     np.testing.assert_array_equal(lines[tiny_label("san-pe-add")].get_xdata(), [1])
     both = seed_values(tiny_runs, "san-pe-add", "history.csv", "epoch").loc[1].mean()
@@ -122,7 +126,7 @@ def test_a_line_ends_where_its_first_seed_stopped(tiny_runs, tmp_path):
 
 
 def test_write_plots_writes_valid_png_and_pdf(tiny_runs, tmp_path):
-    paths = plots.write_plots(tiny_runs, tmp_path / "out")
+    paths = plots.write_plots(tiny_runs, tmp_path / "out").paths
     names = sorted(p.name for p in paths)
     assert names == sorted(["table2a_ptb_dev_by_epoch.png", "table2a_ptb_dev_by_epoch.pdf",
                             "figure2_dev_by_step.png", "figure2_dev_by_step.pdf"])

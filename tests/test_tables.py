@@ -1,4 +1,4 @@
-"""convatt.results: run directories -> Tables 2b, 2c, 2d, beside the paper's numbers.
+"""convatt.tables: Tables 2b, 2c, 2d from run directories, beside the paper's numbers.
 
 The PTB tests read the real tiny runs of the `tiny_runs` fixture (conftest.py). The
 UD tests clone those runs into UD-shaped copies in a temporary directory, with
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import warnings
 from pathlib import Path
 
@@ -16,115 +15,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from convatt import results
-from convatt.errors import ConvattError
+from run_dirs import assert_same, clone_run, numpy_stats, one_tiny_run, result_files
+
+from convatt import cli, paper, run_table, tables
+from convatt.markdown import fmt
 from convatt.variants import PAPER_VARIANTS, UD_VARIANTS, VARIANTS
 
 REFERENCE = Path(__file__).resolve().parent.parent / "convatt" / "embedded" / "paper"
 
 
-def result_files(root: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(root.rglob("result.json"))]
-
-
-def clone_run(src: Path, dst: Path, config: dict | None = None, **changes) -> Path:
-    """A copy of the run `src` at `dst` with result.json fields changed (dotted keys: "test.all")
-    and config.json fields set from `config`."""
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("model.keras", "checkpoint"))
-    if config:
-        options = json.loads((dst / "config.json").read_text())
-        (dst / "config.json").write_text(json.dumps({**options, **config}))
-    result = json.loads((dst / "result.json").read_text())
-    for key, value in changes.items():
-        where = result
-        *path, last = key.split(".")
-        for part in path:
-            where = where[part]
-        where[last] = value
-    (dst / "result.json").write_text(json.dumps(result))
-    return dst
-
-
-def assert_same(ours, expected) -> None:
-    """Equal to 1e-9, or both missing (a metric with no tokens, e.g. no OOV token in a tiny run)."""
-    if expected is None or np.isnan(expected):
-        assert ours is None or np.isnan(ours)
-    else:
-        assert ours == pytest.approx(expected, abs=1e-9)
-
-
-def numpy_stats(values: list) -> tuple[float, float]:
-    """np.mean and np.std over the non-null values, NaN when there is none (std: below two)."""
-    a = np.array([v for v in values if v is not None], dtype=float)
-    return (float(np.mean(a)) if a.size else math.nan), (float(np.std(a)) if a.size >= 2 else math.nan)
-
-
-def one_tiny_run(tiny_runs: Path) -> Path:
-    return sorted(tiny_runs.rglob("result.json"))[0].parent
-
-
-# ---------------------------------------------------------------- loading
-
-def test_load_runs_has_one_row_per_result_json(tiny_runs):
-    runs = results.load_runs(tiny_runs)
-    found = result_files(tiny_runs)
-    assert len(runs) == len(found) == 4
-    assert runs["test_all"].notna().all()
-    assert set(runs["variant"]) == {"san-pe-add", "san-pe-add-conv2d"}
-    assert sorted(set(runs["seed"])) == [1, 2]
-    for r in found:
-        row = runs[(runs["variant"] == r["variant"]) & (runs["seed"] == r["seed"])].iloc[0]
-        for m in results.METRICS:
-            assert_same(row[f"test_{m}"], r["test"][m])
-            assert_same(row[f"dev_{m}"], r["dev"][m])
-        assert row["label"] == r["label"] == VARIANTS[r["variant"]].label
-        assert row["corpus"] == r["corpus"]
-        assert row["limit"] is not None  # from config.json beside it: a smoke run
-
-
-def test_load_runs_uses_the_content_not_the_path(tiny_runs, tmp_path):
-    src = one_tiny_run(tiny_runs)
-    clone_run(src, tmp_path / "anywhere" / "x", seed=9)
-    runs = results.load_runs(tmp_path)
-    assert list(runs["seed"]) == [9]
-    assert list(runs["variant"]) == [json.loads((src / "result.json").read_text())["variant"]]
-
-
-def test_histories_and_curves_come_from_the_csvs_beside(tiny_runs):
-    runs = results.load_runs(tiny_runs)
-    histories = results.load_histories(tiny_runs, runs)
-    curves = results.load_curves(tiny_runs, runs)
-    for _, run in runs.iterrows():
-        h = pd.read_csv(Path(run["run_dir"]) / "history.csv")
-        mine = histories[histories["run_dir"] == run["run_dir"]]
-        assert list(mine["epoch"]) == list(h["epoch"]) == [1, 2]
-        np.testing.assert_allclose(mine["dev_accuracy"], h["dev_accuracy"])
-        c = pd.read_csv(Path(run["run_dir"]) / "curve.csv")
-        assert len(curves[curves["run_dir"] == run["run_dir"]]) == len(c) > 0
-    assert {"preset", "variant", "model", "seed", "corpus"} <= set(histories.columns)
-
-
-def test_duplicate_runs_are_counted_once_with_a_warning(tiny_runs, tmp_path):
-    src = one_tiny_run(tiny_runs)
-    clone_run(src, tmp_path / "a")
-    clone_run(src, tmp_path / "b")
-    with pytest.warns(UserWarning, match="repeat another run"):
-        runs = results.load_runs(tmp_path)
-    assert len(runs) == 1 and runs["run_dir"][0].endswith("a")
-
-
-def test_no_runs_is_an_error(tmp_path):
-    assert results.load_runs(tmp_path).empty
-    with pytest.raises(ConvattError, match="no finished runs"):
-        results.write_tables(tmp_path, tmp_path / "out")
-    with pytest.raises(ConvattError, match="no such runs directory"):
-        results.load_runs(tmp_path / "missing")
+def convatt_tables(runs: Path, out: Path) -> None:
+    """`convatt tables`, as `make tables` runs it (the CLI prints the notes)."""
+    assert cli.main(["tables", "--runs", str(runs), "--out", str(out)]) == 0
 
 
 # ---------------------------------------------------------------- Table 2b
 
 def test_table2b_means_and_stds_equal_numpy(tiny_runs):
-    table = results.ptb_table(results.load_runs(tiny_runs))
+    table = tables.ptb_table(run_table.load_runs(tiny_runs))
     frame = table.frame.set_index("variant")
     paper = pd.read_csv(REFERENCE / "paper_table2b_ptb.csv").set_index("model")
     by_variant: dict[str, list[dict]] = {}
@@ -133,7 +41,7 @@ def test_table2b_means_and_stds_equal_numpy(tiny_runs):
     for variant, runs in by_variant.items():
         row = frame.loc[variant]
         assert row["n_seeds"] == len(runs) == 2
-        for m in results.METRICS:
+        for m in run_table.METRICS:
             mean, std = numpy_stats([None if r["test"][m] is None else 100 * r["test"][m] for r in runs])
             assert_same(row[m], mean)
             assert_same(row[f"{m}_std"], std)
@@ -143,12 +51,12 @@ def test_table2b_means_and_stds_equal_numpy(tiny_runs):
             assert_same(row[f"diff_{m}"], mean - paper.loc[label, m])
         # the Markdown has ours and the paper's side by side, on the variant's line
         line = next(l for l in table.markdown.splitlines() if l.startswith(f"| {VARIANTS[variant].label} |"))
-        assert results.fmt(row["all"], row["all_std"]) in line
-        assert results.fmt(paper.loc[VARIANTS[variant].label, "all"], paper.loc[VARIANTS[variant].label, "all_std"]) in line
+        assert fmt(row["all"], row["all_std"]) in line
+        assert fmt(paper.loc[VARIANTS[variant].label, "all"], paper.loc[VARIANTS[variant].label, "all_std"]) in line
 
 
 def test_table2b_lists_every_paper_variant_even_when_not_run(tiny_runs):
-    table = results.ptb_table(results.load_runs(tiny_runs))
+    table = tables.ptb_table(run_table.load_runs(tiny_runs))
     frame = table.frame.set_index("variant")
     assert list(frame.index) == PAPER_VARIANTS
     assert frame.loc["san", "n_seeds"] == 0 and math.isnan(frame.loc["san", "all"])
@@ -158,7 +66,7 @@ def test_table2b_lists_every_paper_variant_even_when_not_run(tiny_runs):
 
 
 def test_table2b_says_it_is_not_comparable(tiny_runs):
-    table = results.ptb_table(results.load_runs(tiny_runs))
+    table = tables.ptb_table(run_table.load_runs(tiny_runs))
     text = " ".join(table.notes)
     assert "PTB sample" in text and "NOT comparable" in text
     assert "smoke runs" in text  # --limit and --epochs 2
@@ -169,20 +77,22 @@ def test_table2b_says_it_is_not_comparable(tiny_runs):
 
 def test_one_seed_has_no_std(tiny_runs, tmp_path):
     clone_run(one_tiny_run(tiny_runs), tmp_path / "r")
-    frame = results.ptb_table(results.load_runs(tmp_path)).frame
+    frame = tables.ptb_table(run_table.load_runs(tmp_path)).frame
     row = frame[frame["n_seeds"] == 1].iloc[0]
     assert not math.isnan(row["all"]) and math.isnan(row["all_std"])
-    assert any("fewer than 3 seeds" in n for n in results.ptb_table(results.load_runs(tmp_path)).notes)
+    assert any("fewer than 3 seeds" in n for n in tables.ptb_table(run_table.load_runs(tmp_path)).notes)
 
 
 def test_write_tables_writes_markdown_and_csv_and_says_why(tiny_runs, tmp_path, capsys):
-    paths = results.write_tables(tiny_runs, tmp_path / "out")
-    assert [p.name for p in paths] == ["table2b_ptb.md", "table2b_ptb.csv"]
+    paths = tables.write_tables(tiny_runs, tmp_path / "out").paths
+    assert [p.name for p in paths][:2] == ["table2b_ptb.md", "table2b_ptb.csv"]
+    assert [p.name for p in paths][2:] == ["efficiency_ptb.md", "efficiency_ptb.csv"]
+    convatt_tables(tiny_runs, tmp_path / "out")
     out = capsys.readouterr().out
     assert "PTB sample" in out and "NOT comparable" in out
     assert "no finished UD runs" in out
     csv = pd.read_csv(tmp_path / "out" / "table2b_ptb.csv").set_index("variant")
-    expected = results.ptb_table(results.load_runs(tiny_runs)).frame.set_index("variant")
+    expected = tables.ptb_table(run_table.load_runs(tiny_runs)).frame.set_index("variant")
     np.testing.assert_allclose(csv["all"], expected["all"], atol=1e-4)
     np.testing.assert_allclose(csv["paper_all"], expected["paper_all"])
     assert (tmp_path / "out" / "table2b_ptb.md").read_text().startswith("# Table 2b")
@@ -215,7 +125,7 @@ def ud_runs(tiny_runs, tmp_path) -> Path:
 
 
 def test_table2c_is_the_macro_mean_with_average_std(ud_runs):
-    table = results.ud_macro_table(results.load_runs(ud_runs))
+    table = tables.ud_macro_table(run_table.load_runs(ud_runs))
     frame = table.frame.set_index("variant")
     paper_c = pd.read_csv(REFERENCE / "paper_table2c_ud_macro.csv").set_index("model")
     paper_d = pd.read_csv(REFERENCE / "paper_table2d_ud_per_treebank.csv").set_index("treebank")
@@ -242,7 +152,7 @@ def test_table2c_is_the_macro_mean_with_average_std(ud_runs):
 
 
 def test_ud_tables_say_they_cover_a_subset(ud_runs, tmp_path, capsys):
-    results.write_tables(ud_runs, tmp_path / "out")
+    convatt_tables(ud_runs, tmp_path / "out")
     out = capsys.readouterr().out
     assert "cover 2 of the paper's 47 treebanks" in out
     assert "Klingon-Example" in out  # not in the paper
@@ -253,7 +163,7 @@ def test_ud_tables_say_they_cover_a_subset(ud_runs, tmp_path, capsys):
 
 
 def test_table2d_per_treebank_beside_the_paper(ud_runs):
-    table = results.ud_treebank_table(results.load_runs(ud_runs))
+    table = tables.ud_treebank_table(run_table.load_runs(ud_runs))
     frame = table.frame.set_index(["treebank", "variant"])
     paper_d = pd.read_csv(REFERENCE / "paper_table2d_ud_per_treebank.csv").set_index("treebank")
     for tb, variants in UD_ACC.items():
@@ -273,9 +183,9 @@ def test_table2d_per_treebank_beside_the_paper(ud_runs):
 
 
 def test_treebank_names_match_the_paper_spelling():
-    assert results.treebank_key("UD_Old_French-SRCMF") == "Old_French-SRCMF"
-    assert results.treebank_key("Old French-SRCMF") == "Old_French-SRCMF"
-    assert results.treebank_key("English-LinES") == "English-LinES"
+    assert paper.treebank_key("UD_Old_French-SRCMF") == "Old_French-SRCMF"
+    assert paper.treebank_key("Old French-SRCMF") == "Old_French-SRCMF"
+    assert paper.treebank_key("English-LinES") == "English-LinES"
 
 
 def test_smoke_runs_are_never_averaged_with_full_runs(ud_runs, tiny_runs):
@@ -283,10 +193,10 @@ def test_smoke_runs_are_never_averaged_with_full_runs(ud_runs, tiny_runs):
     smoke = clone_run(one_tiny_run(tiny_runs), ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed9",
                       {"limit": None, "epochs": 1}, preset="ud", corpus="English-LinES", is_sample=False,
                       variant="san-pe-add", label="SAN+PE[add]", seed=1, **{"test.all": 0.10})
-    runs = results.load_runs(ud_runs)  # seed 1 twice, in two settings: no duplicate
+    runs = run_table.load_runs(ud_runs)  # seed 1 twice, in two settings: no duplicate
     assert runs.loc[runs["run_dir"] == str(smoke), "setting"].item() == "max 1 epoch"
-    frame = results.ud_treebank_table(runs).frame.set_index(["treebank", "model"])
+    frame = tables.ud_treebank_table(runs).frame.set_index(["treebank", "model"])
     assert frame.loc[("English-LinES", "SAN+PE[add]"), "all"] == pytest.approx(100 * np.mean([0.90, 0.92, 0.91]))
     assert frame.loc[("English-LinES", "SAN+PE[add] [max 1 epoch]"), "all"] == pytest.approx(10.0)
-    macro = results.ud_macro_table(runs)
+    macro = tables.ud_macro_table(runs)
     assert "SAN+PE[add] [max 1 epoch]" in macro.markdown and "never averaged together" in macro.markdown

@@ -1,0 +1,103 @@
+"""convatt.efficiency: learning efficiency from runs with hand-made curves, numbers worked out by hand."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from convatt import efficiency, run_table, tables
+from synthetic_runs import write_run
+
+REF, CONV2D = "san-pe-add", "san-pe-add-conv2d"
+
+
+@pytest.fixture
+def ptb_runs(tmp_path) -> Path:
+    """Seed 1: SAN+PE[add] best 0.9 (thresholds 0.81, 0.855, 0.891); seed 2: best 0.8 (0.72, 0.76, 0.792)."""
+    root = tmp_path / "runs"
+    write_run(root, REF, 1, [0.5, 0.8, 0.9, 0.88], [0.4, 0.6, 0.82, 0.9])
+    write_run(root, REF, 2, [0.6, 0.8], [0.5, 0.8])
+    write_run(root, CONV2D, 1, [0.82, 0.86, 0.95], [0.85, 0.9])
+    write_run(root, CONV2D, 2, [0.7, 0.75, 0.78], [0.73, 0.79])  # never 99% of 0.8
+    write_run(root, CONV2D, 3, [0.7], [0.7])  # no SAN+PE[add] of seed 3: no fractions
+    return root
+
+
+def per_model(root: Path):
+    runs = run_table.load_runs(root)
+    per_run = efficiency.run_efficiency(runs, run_table.load_histories(root, runs), run_table.load_curves(root, runs))
+    return per_run, efficiency.over_seeds(per_run, ["corpus"]).set_index("variant")
+
+
+def test_first_reaching_and_curve_area():
+    x = np.array([100, 200, 300])
+    assert efficiency.first_reaching(x, [0.5, 0.72, 0.9], 0.9 * 0.8) == 200  # 0.9 * 0.8 is 0.7200000000000001
+    assert math.isnan(efficiency.first_reaching(x, [0.5, 0.6, 0.7], 0.71))
+    assert efficiency.curve_area([1000, 2000, 3000], [0.5, 0.7, 1.0]) == (pytest.approx(0.6), 2000)
+    assert efficiency.curve_area([100, 200, 400], [0.2, 0.4, 0.4]) == (pytest.approx((30 + 80) / 300), 400)
+    assert efficiency.curve_area([500], [0.3]) == (0.3, 500)
+    assert all(math.isnan(v) for v in efficiency.curve_area([2100], [0.3]))
+
+
+def test_batches_and_epochs_per_run(ptb_runs):
+    per_run, _ = per_model(ptb_runs)
+    row = per_run.set_index(["variant", "seed"])
+    assert row.loc[(REF, 1), "reference_best"] == pytest.approx(90)
+    assert [row.loc[(REF, 1), f"epochs_{p}"] for p in (90, 95, 99)] == [3, 3, 3]
+    assert [row.loc[(REF, 1), f"batches_{p}"] for p in (90, 95, 99)] == [300, 400, 400]
+    assert row.loc[(REF, 1), "auc"] == pytest.approx(100 * (0.5 + 0.71 + 0.86) / 3)
+    assert [row.loc[(CONV2D, 1), f"epochs_{p}"] for p in (90, 95, 99)] == [1, 2, 3]
+    assert [row.loc[(CONV2D, 1), f"batches_{p}"] for p in (90, 95, 99)] == [100, 200, 200]
+    assert row.loc[(CONV2D, 2), "reference_best"] == pytest.approx(80)
+    assert row.loc[(CONV2D, 2), "epochs_95"] == 3 and math.isnan(row.loc[(CONV2D, 2), "epochs_99"])
+    assert row.loc[(CONV2D, 2), "batches_95"] == 200 and math.isnan(row.loc[(CONV2D, 2), "batches_99"])
+    assert math.isnan(row.loc[(CONV2D, 3), "reference_best"]) and math.isnan(row.loc[(CONV2D, 3), "epochs_90"])
+    assert row.loc[(CONV2D, 3), "auc"] == pytest.approx(70)  # the area needs no reference
+
+
+def test_mean_and_std_over_the_seeds_that_reached(ptb_runs):
+    _, frame = per_model(ptb_runs)
+    conv2d, ref = frame.loc[CONV2D], frame.loc[REF]
+    assert (conv2d["epochs_90"], conv2d["epochs_90_std"], conv2d["epochs_90_n"], conv2d["epochs_90_of"]) == (1.5, 0.5, 2, 2)
+    assert (conv2d["epochs_99"], conv2d["epochs_99_n"], conv2d["epochs_99_of"]) == (3, 1, 2)
+    assert math.isnan(conv2d["epochs_99_std"])  # one seed
+    assert (conv2d["batches_95"], conv2d["batches_95_std"]) == (200, 0)
+    assert conv2d["auc"] == pytest.approx((87.5 + 76 + 70) / 3)
+    assert conv2d["auc_n"] == conv2d["auc_of"] == conv2d["n_seeds"] == 3
+    assert (ref["epochs_90"], ref["epochs_90_std"]) == (2.5, 0.5)
+    assert (ref["batches_90"], ref["batches_90_std"]) == (250, 50)
+    assert ref["auc"] == pytest.approx(67) and ref["auc_std"] == pytest.approx(2)
+
+
+def test_the_table_shows_what_was_not_reached(ptb_runs, tmp_path):
+    written = tables.write_tables(ptb_runs, tmp_path / "out")
+    md = (tmp_path / "out" / "efficiency_ptb.md").read_text()
+    line = next(l for l in md.splitlines() if l.startswith("| PTB sample | SAN+PE[add]+Conv2d |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    auc = f"{(87.5 + 76 + 70) / 3:.2f} ± {np.std([87.5, 76, 70]):.2f} (to batch 100)"  # seed 3's curve ends at 100
+    assert cells[2:] == ["3", "100 ± 0", "200 ± 0", "200 (1/2)", "1.5 ± 0.5", "2.5 ± 0.5", "3.0 (1/2)", auc]
+    assert any("1 of 5 runs have no SAN+PE[add] run" in n for n in written.notes)
+    assert (tmp_path / "out" / "efficiency_ptb.csv").exists()
+
+
+def test_ud_is_averaged_over_treebanks_after_the_seeds(ptb_runs, tmp_path):
+    root = tmp_path / "ud"
+    for seed, (h_ref, c_ref, h, c) in {1: ([0.5, 0.8, 0.9, 0.88], [0.4, 0.6, 0.82, 0.9], [0.82, 0.86, 0.95], [0.85, 0.9]),
+                                       2: ([0.6, 0.8], [0.5, 0.8], [0.7, 0.75, 0.78], [0.73, 0.79])}.items():
+        write_run(root, REF, seed, h_ref, c_ref, preset="ud", corpus="English-LinES")
+        write_run(root, CONV2D, seed, h, c, preset="ud", corpus="English-LinES")
+    write_run(root, REF, 1, [0.5, 1.0], [0.5, 1.0], preset="ud", corpus="Vietnamese-VTB")
+    write_run(root, CONV2D, 1, [0.95, 0.96], [0.92, 0.99], preset="ud", corpus="Vietnamese-VTB")
+    built = {t.name: t for t in tables.build_tables(run_table.load_runs(root))}
+    per_tb = built["efficiency_ud_per_treebank"].frame.set_index(["treebank", "variant"])
+    assert per_tb.loc[("Vietnamese-VTB", CONV2D), "epochs_90"] == 1
+    assert per_tb.loc[("Vietnamese-VTB", CONV2D), "batches_99"] == 200  # 0.99 of 1.0, exactly
+    assert per_tb.loc[("Vietnamese-VTB", CONV2D), "epochs_99_n"] == 0
+    macro = built["efficiency_ud"].frame.set_index("variant").loc[CONV2D]
+    assert (macro["n_treebanks"], macro["n_seeds"]) == (2, 3)
+    assert macro["epochs_90"] == pytest.approx((1.5 + 1) / 2) and macro["epochs_90_std"] == pytest.approx(0.5)
+    assert (macro["epochs_99"], macro["epochs_99_n"], macro["epochs_99_of"]) == (3, 1, 3)
+    assert macro["auc"] == pytest.approx(((87.5 + 76) / 2 + 95.5) / 2) and macro["auc_std"] == pytest.approx(5.75)
+    assert "| SAN+PE[add]+Conv2d | 2 | 3 |" in built["efficiency_ud"].markdown
