@@ -49,6 +49,8 @@ EPOCHS       ?=
 LIMIT        ?=
 # non-empty: --mask-padding (not in the paper: pads take part in attention there)
 MASK_PADDING ?=
+# float32 (empty: the paper's), mixed_bfloat16 or mixed_float16: convatt train --precision
+PRECISION    ?=
 # more options for `convatt train`, e.g. TRAIN_FLAGS="--jit-compile off"
 TRAIN_FLAGS  ?=
 # GPU slots, e.g. "0 1 2 3" (with -j 4); empty: no GPU assignment
@@ -153,7 +155,7 @@ endif
 run_parts = $(subst /, ,$(patsubst $(RUNS)/%/result.json,%,$(1)))
 train_flags = --preset $(1) --variant $(2) --seed $(patsubst seed%,%,$(3)) --data $(4) \
   $(if $(and $(filter ptb,$(1)),$(EMBEDDINGS)),--embeddings $(EMBEDDINGS)) $(if $(EPOCHS),--epochs $(EPOCHS)) \
-  $(if $(LIMIT),--limit $(LIMIT)) $(if $(MASK_PADDING),--mask-padding) $(TRAIN_FLAGS) --out $(5)
+  $(if $(LIMIT),--limit $(LIMIT)) $(if $(MASK_PADDING),--mask-padding) $(if $(PRECISION),--precision $(PRECISION)) $(TRAIN_FLAGS) --out $(5)
 run_flags = $(strip $(if $(filter ptb,$(word 1,$(2))),\
   $(call train_flags,ptb,$(word 2,$(2)),$(word 3,$(2)),$(PTB_DIR),$(1)),\
   $(call train_flags,ud,$(word 3,$(2)),$(word 4,$(2)),$(UD_DIR)/$(word 2,$(2)),$(1))))

@@ -30,10 +30,8 @@ from convatt.layers import (
 )
 from convatt.optimizers import RMSpropKeras2
 from convatt.protocol import DEFAULT_PROTOCOL, Protocol
-from convatt.variants import TaggerConfig
+from convatt.variants import PRECISIONS, TaggerConfig
 
-# The dtype policies the tagger supports: float32 (the paper's) and the mixed ones.
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 @keras.saving.register_keras_serializable(package="convatt")

@@ -46,6 +46,7 @@ class RunConfig:
     eval_batch_size: int = 256
     jit_compile: bool | str = "auto"
     protocol: Protocol = DEFAULT_PROTOCOL
+    precision: str = "float32"  # a Keras dtype policy: float32 (the paper's), mixed_bfloat16, mixed_float16
 
     # Options that may change between a run and its resumption.
     RESUMABLE_CHANGES = ("epochs", "out", "eval_batch_size", "jit_compile")
@@ -95,7 +96,7 @@ class RunConfig:
     @property
     def setting(self) -> "Setting":
         return Setting(protocol=self.protocol.label(), mask_padding=self.mask_padding, limit=self.limit,
-                       max_epochs=self.epochs if self.epochs < PAPER_EPOCHS else None)
+                       max_epochs=self.epochs if self.epochs < PAPER_EPOCHS else None, precision=self.precision)
 
 
 @dataclass(frozen=True, order=True)
@@ -107,6 +108,7 @@ class Setting:
     mask_padding: bool = False
     limit: int | None = None
     max_epochs: int | None = None  # None: the paper's 100
+    precision: str = "float32"
 
     @property
     def is_paper(self) -> bool:
@@ -115,6 +117,8 @@ class Setting:
     def parts(self) -> list[str]:
         """The differences, for display: e.g. ["keras3", "mask", "limit 200", "max 5 epochs"]."""
         parts = [] if self.protocol == ORIGINAL else [self.protocol]
+        if self.precision != "float32":
+            parts.append(self.precision)
         if self.mask_padding:
             parts.append("mask")
         if self.limit:

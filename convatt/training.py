@@ -222,7 +222,7 @@ class Trainer:
         model, state = self._restore_or_build(data)
         n_params = count_parameters(model)
         self.log(f"{self.config.variant} ({self.config.spec.label}), {n_params:,} parameters, seed {run.seed}, "
-                 f"protocol {run.protocol.label()}")
+                 f"protocol {run.protocol.label()}, {run.precision}")
         while state.should_continue(run):
             improved = self._train_epoch(model, data, state)
             self._save_checkpoint(model, state, improved)
@@ -258,7 +258,8 @@ class Trainer:
         keras.utils.set_random_seed(self.run_config.seed)
         v = data.vocab
         model = build_tagger(self.config, len(v.words), len(v.chars), len(v.tags), data.word_vectors,
-                             jit_compile=self.run_config.jit_compile, protocol=self.run_config.protocol)
+                             jit_compile=self.run_config.jit_compile, protocol=self.run_config.protocol,
+                             dtype_policy=self.run_config.precision)
         return model, TrainState()
 
     def _train_epoch(self, model: keras.Model, data: PreparedData, state: TrainState) -> bool:

@@ -10,6 +10,8 @@ from convatt.protocol import DEFAULT_PROTOCOL, Protocol
 
 MAX_LEN = 60  # t: tokens per row (REFERENCE.md)
 MAX_WORD_LEN = 20  # t_char: characters per word
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+"""The dtype policies the tagger supports: float32 (the paper's) and the mixed ones."""
 
 
 @dataclass(frozen=True)

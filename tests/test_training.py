@@ -188,3 +188,15 @@ def test_a_swallowed_interrupt_still_stops_the_run_after_the_batch(tmp_path):
     state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text())
     assert state["epoch"] == 1 and not (tmp_path / "run" / "result.json").exists()
     assert not (tmp_path / "run" / ".lock").exists()
+
+
+def test_a_mixed_bfloat16_run_trains_and_is_recorded(tmp_path):
+    from convatt.runs import RunConfig
+
+    result = train_run(tiny_options(tmp_path / "run", epochs=1, precision="mixed_bfloat16"), log=lambda s: None)
+    config = RunConfig.load(tmp_path / "run")
+    assert config.precision == "mixed_bfloat16" and config.setting.label() == "mixed_bfloat16, max 1 epoch"
+    model = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    assert model.get_layer("attention_1").compute_dtype == "bfloat16"
+    assert model.get_layer("tags").compute_dtype == "float32" and model.get_layer("attention_1").variable_dtype == "float32"
+    assert 0 < result["test"]["all"] <= 1
