@@ -7,17 +7,32 @@ for the baseline of `convatt.baseline`). Warm-up steps and one step per new inpu
 shape (tracing, compilation) are not timed; the timed steps of the two models are
 interleaved and their medians reported. tokens/s counts non-PAD tokens. The last
 line is `speedup N.NNx` (baseline step time / tagger step time).
+
+The baseline covers the paper's variants only. For the others (issue 16's attention
+variants, Shaw, ALiBi) the reference is SAN+PE[add] built by `build_tagger` in the
+same process (`reference` in the result), and the speedup is its step time over
+the variant's; a line before it gives the variant's step time relative to it.
+
+With `memory=True` each of the two models also trains in a fresh process of its
+own (`measure_memory`): peak resident memory (Linux VmHWM) of the process, and its
+growth over the timed steps after the warm-up (VmHWM - VmRSS, the peak reset by
+`/proc/self/clear_refs` after the warm-up): the working memory of a training step
+beyond what tracing and the weights already hold.
 """
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 import keras
 import numpy as np
 
 from convatt import interrupt
-from convatt.baseline import baseline_inputs, build_baseline
+from convatt.baseline import baseline_covers, baseline_inputs, build_baseline
 from convatt.batching import make_inputs
 from convatt.model import build_tagger
 from convatt.variants import make_config
@@ -88,28 +103,51 @@ def _time_steps(models: dict, warmup: list, timed: list) -> dict[str, np.ndarray
     return {name: np.array(r) for name, r in rows.items()}
 
 
+def _synthetic_setup(preset: str, variant: str, n_batches: int, batch_size: int, sizes, seed: int,
+                     config_changes: dict):
+    """(config, batches, word vectors or None, sizes) of a benchmark."""
+    config = make_config(preset, variant, **config_changes)
+    n_words, n_chars, n_labels, n_forms = sizes or SIZES[preset]
+    batches = synthetic_batches(n_batches, n_words, n_chars, n_labels, n_forms, batch_size,
+                                config.max_len, config.max_word_len, seed)
+    vectors = np.random.default_rng(seed).uniform(-0.05, 0.05, (n_words, config.word_dim)) \
+        if config.pretrained_words else None
+    return config, batches, vectors, (n_words, n_chars, n_labels)
+
+
+def _tagger(config, sizes, vectors) -> tuple:
+    tagger = build_tagger(config, *sizes, vectors)
+    return tagger, lambda words, chars: make_inputs(words, chars, few_shapes=bool(tagger.jit_compile))
+
+
+def _models(config, sizes, vectors, preset: str, config_changes: dict) -> tuple[str, dict]:
+    """The reference's name and {name: (model, prepare)}: the baseline port where it covers
+    the variant, else SAN+PE[add] built by build_tagger."""
+    if baseline_covers(config):
+        reference = "baseline"
+        models = {reference: (build_baseline(config, *sizes, vectors), baseline_inputs)}
+    else:
+        reference = "reference"
+        models = {reference: _tagger(make_config(preset, "san-pe-add", **config_changes), sizes, vectors)}
+    return reference, {**models, "tagger": _tagger(config, sizes, vectors)}
+
+
 def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool = False,
                   steps: int | None = None, warmup: int = 3, batch_size: int = 32, sizes=None,
-                  seed: int = 0, log: Callable[[str], None] = print, **config_changes) -> dict:
-    """Time training steps of the baseline and of `build_tagger`'s tagger; log and return the figures.
+                  seed: int = 0, log: Callable[[str], None] = print, memory: bool = False,
+                  **config_changes) -> dict:
+    """Time training steps of the reference and of `build_tagger`'s tagger; log and return the figures.
 
     `steps` timed steps per model (default 20 with `quick`, else 60) after `warmup`
     untimed ones; `sizes` = (n_words, n_chars, n_labels, n_forms) replaces the
-    preset's; `config_changes` change the architecture (tiny models in tests).
+    preset's; `config_changes` change the architecture (tiny models in tests);
+    `memory` also measures each model's memory in a process of its own.
     """
     steps = steps or (20 if quick else 60)
-    config = make_config(preset, variant, **config_changes)
-    n_words, n_chars, n_labels, n_forms = sizes or SIZES[preset]
-    batches = synthetic_batches(warmup + steps, n_words, n_chars, n_labels, n_forms, batch_size,
-                                config.max_len, config.max_word_len, seed)
+    config, batches, vectors, model_sizes = _synthetic_setup(preset, variant, warmup + steps, batch_size, sizes,
+                                                             seed, config_changes)
     keras.utils.set_random_seed(seed)
-    vectors = np.random.default_rng(seed).uniform(-0.05, 0.05, (n_words, config.word_dim)) \
-        if config.pretrained_words else None
-    tagger = build_tagger(config, n_words, n_chars, n_labels, vectors)
-    models = {
-        "baseline": (build_baseline(config, n_words, n_chars, n_labels, vectors), baseline_inputs),
-        "tagger": (tagger, lambda words, chars: make_inputs(words, chars, few_shapes=bool(tagger.jit_compile))),
-    }
+    reference, models = _models(config, model_sizes, vectors, preset, config_changes)
     timed = batches[warmup:]
     tokens = np.mean([w.sum() for *_, w in timed])
     rows = np.mean([len(np.unique(make_inputs(w, c)["char_index"])) for w, c, *_ in timed])
@@ -117,13 +155,66 @@ def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool 
         f"{steps} timed steps per model (medians), after {warmup} untimed")
     log(f"synthetic batches: {tokens:.0f} tokens ({tokens / batch_size:.1f} per sentence, padded to "
         f"{config.max_len}), {rows:.0f} distinct char rows of {batch_size * config.max_len} positions")
+    what = {"baseline": "straightforward port", "reference": "build_tagger, san-pe-add", "tagger": "build_tagger"}
     result = {}
     for name, times in _time_steps(models, batches[:warmup], timed).items():
         step, inputs = np.median(times, axis=0)
         result[name] = dict(step_s=step, steps_per_s=1 / step, tokens_per_s=tokens / step, inputs_ms=1e3 * inputs)
-        what = "straightforward port" if name == "baseline" else "build_tagger"
-        log(f"{name:8s} ({what}, jit_compile={models[name][0].jit_compile}): {1 / step:6.2f} steps/s "
+        log(f"{name:8s} ({what[name]}, jit_compile={models[name][0].jit_compile}): {1 / step:6.2f} steps/s "
             f"{tokens / step:8.0f} tokens/s  ({1e3 * step:.1f} ms/step, inputs {1e3 * inputs:.2f} ms of it)")
-    result["speedup"] = result["baseline"]["step_s"] / result["tagger"]["step_s"]
+    if memory:
+        _log_memory(result, reference, preset, variant, dict(steps=min(steps, 20), warmup=warmup,
+                    batch_size=batch_size, sizes=sizes, seed=seed, config_changes=config_changes), log)
+    result["speedup"] = result[reference]["step_s"] / result["tagger"]["step_s"]
+    if reference == "reference":
+        log(f"step time relative to san-pe-add {1 / result['speedup']:.2f}x")
     log(f"speedup {result['speedup']:.2f}x")
     return result
+
+
+def _log_memory(result: dict, reference: str, preset: str, variant: str, options: dict, log) -> None:
+    """Measure both models' memory (`measure_memory`) into `result` and log it."""
+    reference_variant = variant if reference == "baseline" else "san-pe-add"
+    for name, which, port in ((reference, reference_variant, reference == "baseline"), ("tagger", variant, False)):
+        result[name].update(measure_memory(preset, which, baseline=port, **options))
+        log(f"{name:8s} memory: peak RSS {result[name]['peak_rss_mb']:.0f} MB, growth over the timed steps "
+            f"{result[name]['step_growth_mb']:.1f} MB (a process of its own)")
+    ratio = result["tagger"]["peak_rss_mb"] / result[reference]["peak_rss_mb"]
+    log(f"peak RSS relative to the {reference} {ratio:.2f}x")
+
+
+def _proc_status_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _memory_child(preset: str, variant: str, baseline: bool, steps: int, warmup: int, batch_size: int,
+                  sizes, seed: int, config_changes: dict) -> dict:
+    """In a fresh process: train `warmup` then `steps` steps; peak RSS and its growth over the latter."""
+    config, batches, vectors, model_sizes = _synthetic_setup(preset, variant, warmup + steps, batch_size, sizes,
+                                                             seed, config_changes)
+    keras.utils.set_random_seed(seed)
+    model, prepare = (build_baseline(config, *model_sizes, vectors), baseline_inputs) if baseline \
+        else _tagger(config, model_sizes, vectors)
+    for batch in batches[:warmup]:
+        _step(model, prepare, batch)
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+    before = _proc_status_mb("VmRSS")
+    for batch in batches[warmup:]:
+        _step(model, prepare, batch)
+    peak = _proc_status_mb("VmHWM")
+    return dict(peak_rss_mb=peak, step_growth_mb=peak - before)
+
+
+def measure_memory(preset: str, variant: str, baseline: bool = False, **options) -> dict:
+    """`_memory_child` in a new Python process (same backend): {"peak_rss_mb", "step_growth_mb"}.
+
+    Linux only (/proc). The peak is the process's since the warm-up, so everything the
+    imports, the model and its tracing hold is included."""
+    args = json.dumps(dict(preset=preset, variant=variant, baseline=baseline, **options))
+    code = ("import json, sys; from convatt.bench import _memory_child; "
+            "print(json.dumps(_memory_child(**json.loads(sys.argv[1]))))")
+    done = subprocess.run([sys.executable, "-c", code, args], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
