@@ -9,9 +9,10 @@ interleaved and their medians reported. tokens/s counts non-PAD tokens. The last
 line is `speedup N.NNx` (baseline step time / tagger step time).
 
 The baseline covers the paper's variants only. For the others (issue 16's attention
-variants, Shaw, ALiBi) the reference is SAN+PE[add] built by `build_tagger` in the
-same process (`reference` in the result), and the speedup is its step time over
-the variant's; a line before it gives the variant's step time relative to it.
+variants, Shaw, ALiBi), or with `reference="san-pe-add"` (any variant name), the
+reference is that variant built by `build_tagger` in the same process (`reference`
+in the result), and the speedup is its step time over the variant's; a line before
+it gives the variant's step time relative to it.
 
 With `memory=True` each of the two models also trains in a fresh process of its
 own (`measure_memory`): peak resident memory (Linux VmHWM) of the process, and its
@@ -120,34 +121,42 @@ def _tagger(config, sizes, vectors) -> tuple:
     return tagger, lambda words, chars: make_inputs(words, chars, few_shapes=bool(tagger.jit_compile))
 
 
-def _models(config, sizes, vectors, preset: str, config_changes: dict) -> tuple[str, dict]:
-    """The reference's name and {name: (model, prepare)}: the baseline port where it covers
-    the variant, else SAN+PE[add] built by build_tagger."""
-    if baseline_covers(config):
-        reference = "baseline"
-        models = {reference: (build_baseline(config, *sizes, vectors), baseline_inputs)}
+def _reference_variant(config, reference: str) -> str | None:
+    """The variant `build_tagger` builds as the reference, or None for the baseline port."""
+    if reference != "auto":
+        return reference
+    return None if baseline_covers(config) else "san-pe-add"
+
+
+def _models(config, sizes, vectors, preset: str, reference: str, config_changes: dict) -> tuple[str, dict]:
+    """The reference's name and {name: (model, prepare)}: the baseline port, or the
+    `_reference_variant` built by build_tagger."""
+    variant = _reference_variant(config, reference)
+    if variant is None:
+        models = {"baseline": (build_baseline(config, *sizes, vectors), baseline_inputs)}
     else:
-        reference = "reference"
-        models = {reference: _tagger(make_config(preset, "san-pe-add", **config_changes), sizes, vectors)}
-    return reference, {**models, "tagger": _tagger(config, sizes, vectors)}
+        models = {"reference": _tagger(make_config(preset, variant, **config_changes), sizes, vectors)}
+    return next(iter(models)), {**models, "tagger": _tagger(config, sizes, vectors)}
 
 
 def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool = False,
                   steps: int | None = None, warmup: int = 3, batch_size: int = 32, sizes=None,
                   seed: int = 0, log: Callable[[str], None] = print, memory: bool = False,
-                  **config_changes) -> dict:
+                  reference: str = "auto", **config_changes) -> dict:
     """Time training steps of the reference and of `build_tagger`'s tagger; log and return the figures.
 
     `steps` timed steps per model (default 20 with `quick`, else 60) after `warmup`
     untimed ones; `sizes` = (n_words, n_chars, n_labels, n_forms) replaces the
     preset's; `config_changes` change the architecture (tiny models in tests);
-    `memory` also measures each model's memory in a process of its own.
+    `memory` also measures each model's memory in a process of its own; `reference`
+    "auto" (the port where it covers the variant, else SAN+PE[add]) or a variant name.
     """
     steps = steps or (20 if quick else 60)
     config, batches, vectors, model_sizes = _synthetic_setup(preset, variant, warmup + steps, batch_size, sizes,
                                                              seed, config_changes)
     keras.utils.set_random_seed(seed)
-    reference, models = _models(config, model_sizes, vectors, preset, config_changes)
+    reference_variant = _reference_variant(config, reference)
+    reference, models = _models(config, model_sizes, vectors, preset, reference, config_changes)
     timed = batches[warmup:]
     tokens = np.mean([w.sum() for *_, w in timed])
     rows = np.mean([len(np.unique(make_inputs(w, c)["char_index"])) for w, c, *_ in timed])
@@ -155,7 +164,8 @@ def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool 
         f"{steps} timed steps per model (medians), after {warmup} untimed")
     log(f"synthetic batches: {tokens:.0f} tokens ({tokens / batch_size:.1f} per sentence, padded to "
         f"{config.max_len}), {rows:.0f} distinct char rows of {batch_size * config.max_len} positions")
-    what = {"baseline": "straightforward port", "reference": "build_tagger, san-pe-add", "tagger": "build_tagger"}
+    what = {"baseline": "straightforward port", "reference": f"build_tagger, {reference_variant}",
+            "tagger": "build_tagger"}
     result = {}
     for name, times in _time_steps(models, batches[:warmup], timed).items():
         step, inputs = np.median(times, axis=0)
@@ -163,20 +173,20 @@ def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool 
         log(f"{name:8s} ({what[name]}, jit_compile={models[name][0].jit_compile}): {1 / step:6.2f} steps/s "
             f"{tokens / step:8.0f} tokens/s  ({1e3 * step:.1f} ms/step, inputs {1e3 * inputs:.2f} ms of it)")
     if memory:
-        _log_memory(result, reference, preset, variant, dict(steps=min(steps, 20), warmup=warmup,
-                    batch_size=batch_size, sizes=sizes, seed=seed, config_changes=config_changes), log)
+        _log_memory(result, reference, reference_variant or variant, variant, dict(
+            preset=preset, steps=min(steps, 20), warmup=warmup, batch_size=batch_size, sizes=sizes, seed=seed,
+            config_changes=config_changes), log)
     result["speedup"] = result[reference]["step_s"] / result["tagger"]["step_s"]
     if reference == "reference":
-        log(f"step time relative to san-pe-add {1 / result['speedup']:.2f}x")
+        log(f"step time relative to {reference_variant} {1 / result['speedup']:.2f}x")
     log(f"speedup {result['speedup']:.2f}x")
     return result
 
 
-def _log_memory(result: dict, reference: str, preset: str, variant: str, options: dict, log) -> None:
+def _log_memory(result: dict, reference: str, reference_variant: str, variant: str, options: dict, log) -> None:
     """Measure both models' memory (`measure_memory`) into `result` and log it."""
-    reference_variant = variant if reference == "baseline" else "san-pe-add"
     for name, which, port in ((reference, reference_variant, reference == "baseline"), ("tagger", variant, False)):
-        result[name].update(measure_memory(preset, which, baseline=port, **options))
+        result[name].update(measure_memory(variant=which, baseline=port, **options))
         log(f"{name:8s} memory: peak RSS {result[name]['peak_rss_mb']:.0f} MB, growth over the timed steps "
             f"{result[name]['step_growth_mb']:.1f} MB (a process of its own)")
     ratio = result["tagger"]["peak_rss_mb"] / result[reference]["peak_rss_mb"]

@@ -201,7 +201,8 @@ def cmd_bench(args) -> None:
     _load_backend(args.debug)
     from convatt.bench import run_benchmark
 
-    run_benchmark(preset=args.preset, variant=args.variant, quick=args.quick, memory=args.memory)
+    run_benchmark(preset=args.preset, variant=args.variant, quick=args.quick, memory=args.memory,
+                  reference=args.reference)
 
 
 def _default(option: str):
@@ -287,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a short run (under 5 minutes on 2 cores)")
     p.add_argument("--memory", action="store_true",
                    help="also the peak memory of each model, each trained in a process of its own (Linux)")
+    p.add_argument("--reference", default="auto",
+                   help="what to time against: 'auto' (the straightforward port where it has the variant, "
+                        "else san-pe-add built the same way) or a variant name, e.g. san-pe-add")
     p.set_defaults(func=cmd_bench)
     return parser
 

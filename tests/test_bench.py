@@ -86,3 +86,12 @@ def test_variants_beyond_the_port_are_timed_against_san_pe_add_with_memory():
         assert result[name]["peak_rss_mb"] > 50 and result[name]["step_growth_mb"] >= 0
     assert any(line.startswith("peak RSS relative to the reference") for line in lines)
     assert result["speedup"] == pytest.approx(result["reference"]["step_s"] / result["tagger"]["step_s"])
+
+
+def test_a_paper_variant_against_san_pe_add():
+    lines = []
+    result = run_benchmark(preset="ud", variant="san-pe-add-conv2d", steps=2, warmup=1, batch_size=4,
+                           sizes=(40, 12, 7, 60), log=lines.append, reference="san-pe-add", num_layers=1,
+                           num_heads=2, **TINY)
+    assert "baseline" not in result and any(line.startswith("reference (build_tagger, san-pe-add") for line in lines)
+    assert lines[-2].startswith("step time relative to san-pe-add ")
