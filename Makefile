@@ -5,6 +5,8 @@
 #                       under UD_DIR x SEEDS                       (60 on the 4 embedded)
 #   make ptb-positions  issue 6: the position methods (POSITION_VARIANTS) on PTB
 #   make ud-positions   ... and on UD
+#   make ptb-attention  issue 16: other ways to process the attention matrix (ATTENTION_VARIANTS) on PTB
+#   make ud-attention   ... and on UD
 #   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*, efficiency_*
 #   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}
 #   make status         how many runs of each grid are finished (and queued/running on Slurm)
@@ -39,7 +41,7 @@ UD_DIR       ?= convatt/embedded/ud-2.2
 # fastText vectors (the paper: wiki-news-300d-1M-subword.vec); empty: no pretrained vectors
 EMBEDDINGS   ?=
 SEEDS        ?= 1 2 3
-# empty: the target's own list (ptb-all/ud-all: the paper's, *-positions: issue 6's)
+# empty: the target's own list (ptb-all/ud-all: the paper's, *-positions: issue 6's, *-attention: issue 16's)
 VARIANTS     ?=
 # empty: the paper's 47 treebanks, those found under UD_DIR ("English-LinES" or "UD_English-LinES")
 TREEBANKS    ?=
@@ -88,6 +90,7 @@ grid_list = $(subst $(comma), ,$(patsubst $(1):%,%,$(filter $(1):%,$(GRID))))
 PAPER_VARIANTS    := $(call grid_list,paper)
 UD_VARIANTS       := $(call grid_list,ud)
 POSITION_VARIANTS := $(call grid_list,positions)
+ATTENTION_VARIANTS := $(call grid_list,attention)
 PAPER_TREEBANKS   := $(call grid_list,treebanks)
 
 UD_WANTED  := $(patsubst UD_%,%,$(or $(TREEBANKS),$(PAPER_TREEBANKS)))
@@ -102,31 +105,35 @@ PTB_ALL       := $(call ptb_runs,$(PAPER_VARIANTS))
 UD_ALL        := $(call ud_runs,$(UD_VARIANTS))
 PTB_POSITIONS := $(call ptb_runs,$(POSITION_VARIANTS))
 UD_POSITIONS  := $(call ud_runs,$(POSITION_VARIANTS))
+PTB_ATTENTION := $(call ptb_runs,$(ATTENTION_VARIANTS))
+UD_ATTENTION  := $(call ud_runs,$(ATTENTION_VARIANTS))
 
 # One line each, before anything runs, for the targets they concern.
-ifneq ($(filter ud-all ud-positions status,$(MAKECMDGOALS)),)
+ifneq ($(filter ud-all ud-positions ud-attention status,$(MAKECMDGOALS)),)
 ifneq ($(UD_MISSING),)
 $(info UD: $(words $(UD_MISSING)) of $(words $(UD_WANTED)) treebanks not under $(UD_DIR), skipped: $(UD_MISSING))
 endif
 endif
-ifneq ($(filter ud-all ud-positions,$(MAKECMDGOALS)),)
+ifneq ($(filter ud-all ud-positions ud-attention,$(MAKECMDGOALS)),)
 ifeq ($(UD_FOUND),)
 $(error UD: none of the $(words $(UD_WANTED)) treebanks is under UD_DIR=$(UD_DIR) (expected $(UD_DIR)/UD_<Name>/, e.g. UD_English-LinES))
 endif
 endif
-ifneq ($(filter ptb-all ptb-positions,$(MAKECMDGOALS)),)
+ifneq ($(filter ptb-all ptb-positions ptb-attention,$(MAKECMDGOALS)),)
 ifeq ($(EMBEDDINGS),)
 $(info PTB: EMBEDDINGS is empty, so PTB runs train without pretrained fastText vectors (the paper used wiki-news-300d-1M-subword.vec))
 endif
 endif
 
 # ---- the runs ----
-.PHONY: ptb-all ud-all ptb-positions ud-positions
+.PHONY: ptb-all ud-all ptb-positions ud-positions ptb-attention ud-attention
 ifeq ($(SUBMIT),)
 ptb-all: $(PTB_ALL)
 ud-all: $(UD_ALL)
 ptb-positions: $(PTB_POSITIONS)
 ud-positions: $(UD_POSITIONS)
+ptb-attention: $(PTB_ATTENTION)
+ud-attention: $(UD_ATTENTION)
 else ifeq ($(SUBMIT),slurm)
 # One job array of the grid's runs that are neither finished nor queued/running; each
 # array task runs the run's train_command (experiments/slurm_submit.py). The task list
@@ -145,6 +152,10 @@ ptb-positions: | $(VENV_STAMP)
 	@$(call slurm_submit,$(PTB_POSITIONS))
 ud-positions: | $(VENV_STAMP)
 	@$(call slurm_submit,$(UD_POSITIONS))
+ptb-attention: | $(VENV_STAMP)
+	@$(call slurm_submit,$(PTB_ATTENTION))
+ud-attention: | $(VENV_STAMP)
+	@$(call slurm_submit,$(UD_ATTENTION))
 else
 $(error SUBMIT=$(SUBMIT): the one value is "slurm" (submit to Slurm); leave it empty to run here)
 endif
@@ -200,6 +211,8 @@ status:
 	@echo "ud-all:        $(call count_done,$(UD_ALL)) runs finished$(call count_slurm,$(UD_ALL)) ($(words $(UD_FOUND)) treebanks under $(UD_DIR))"
 	@echo "ptb-positions: $(call count_done,$(PTB_POSITIONS)) runs finished$(call count_slurm,$(PTB_POSITIONS))"
 	@echo "ud-positions:  $(call count_done,$(UD_POSITIONS)) runs finished$(call count_slurm,$(UD_POSITIONS))"
+	@echo "ptb-attention: $(call count_done,$(PTB_ATTENTION)) runs finished$(call count_slurm,$(PTB_ATTENTION))"
+	@echo "ud-attention:  $(call count_done,$(UD_ATTENTION)) runs finished$(call count_slurm,$(UD_ATTENTION))"
 
 # ---- environment and tests ----
 .PHONY: venv $(VENV) test

@@ -66,11 +66,20 @@ def _head(x, config: TaggerConfig, first: bool, name: str):
     return ops.matmul(attention, v)
 
 
+def baseline_covers(config: TaggerConfig) -> bool:
+    """Whether the port has this tagger: the paper's variants (no Shaw, ALiBi or issue 16's
+    attention variants), without masking."""
+    spec = config.spec
+    beyond_paper = spec.shaw or spec.alibi or spec.attention != "standard" or spec.conv_before_softmax \
+        or spec.talking_heads
+    return not beyond_paper and not config.mask_padding
+
+
 def build_baseline(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int,
                    word_vectors: np.ndarray | None = None) -> keras.Model:
     """The straightforward port of `build_tagger` (same arguments; no XLA)."""
     spec, t, tc = config.spec, config.max_len, config.max_word_len
-    if spec.shaw or spec.alibi or config.mask_padding:
+    if not baseline_covers(config):
         raise ConvattError(f"the benchmark baseline covers the paper's variants without masking, "
                            f"not {config.variant!r} (mask_padding={config.mask_padding})")
     words = keras.Input((t,), dtype="int32", name="words")

@@ -8,23 +8,39 @@ shape (tracing, compilation) are not timed; the timed steps of the two models ar
 interleaved and their medians reported. tokens/s counts non-PAD tokens. The last
 line is `speedup N.NNx` (baseline step time / tagger step time).
 
+The baseline covers the paper's variants only. For the others (issue 16's attention
+variants, Shaw, ALiBi), or with `reference="san-pe-add"` (any variant name), the
+reference is that variant built by `build_tagger` in the same process (`reference`
+in the result), and the speedup is its step time over the variant's; a line before
+it gives the variant's step time relative to it.
+
 With `precision` other than float32 the two models are instead the tagger in
 float32 and the tagger in that dtype policy (same weights, same batches), and the
 last line is `speedup N.NNx (<precision> over float32)`.
+
+With `memory=True` each of the two models also trains in a fresh process of its
+own (`measure_memory`): peak resident memory (Linux VmHWM) of the process, and its
+growth over the timed steps after the warm-up (VmHWM - VmRSS, the peak reset by
+`/proc/self/clear_refs` after the warm-up): the working memory of a training step
+beyond what tracing and the weights already hold.
 """
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 import keras
 import numpy as np
 
 from convatt import interrupt
-from convatt.baseline import baseline_inputs, build_baseline
+from convatt.baseline import baseline_covers, baseline_inputs, build_baseline
 from convatt.batching import make_inputs
-from convatt.model import PRECISIONS, build_tagger
-from convatt.variants import make_config
+from convatt.model import build_tagger
+from convatt.variants import PRECISIONS, make_config
 
 # words, chars, labels (PAD and OOV included) and the number of distinct surface forms.
 SIZES = {"ptb": (20_002, 84, 47, 45_000), "ud": (10_000, 100, 19, 20_000)}
@@ -92,44 +108,72 @@ def _time_steps(models: dict, warmup: list, timed: list) -> dict[str, np.ndarray
     return {name: np.array(r) for name, r in rows.items()}
 
 
-def _models(config, sizes: tuple, vectors, precision: str, seed: int) -> dict:
-    """name -> (model, input preparation): baseline and tagger, or the tagger in float32 and in `precision`."""
-    n_words, n_chars, n_labels = sizes
+def _synthetic_setup(preset: str, variant: str, n_batches: int, batch_size: int, sizes, seed: int,
+                     config_changes: dict):
+    """(config, batches, word vectors or None, sizes) of a benchmark."""
+    config = make_config(preset, variant, **config_changes)
+    n_words, n_chars, n_labels, n_forms = sizes or SIZES[preset]
+    batches = synthetic_batches(n_batches, n_words, n_chars, n_labels, n_forms, batch_size,
+                                config.max_len, config.max_word_len, seed)
+    vectors = np.random.default_rng(seed).uniform(-0.05, 0.05, (n_words, config.word_dim)) \
+        if config.pretrained_words else None
+    return config, batches, vectors, (n_words, n_chars, n_labels)
 
-    def tagger(policy: str):
+
+def _tagger(config, sizes, vectors, policy: str = "float32", seed: int | None = None) -> tuple:
+    if seed is not None:
         keras.utils.set_random_seed(seed)  # the same initial weights in every precision
-        model = build_tagger(config, n_words, n_chars, n_labels, vectors, dtype_policy=policy)
-        return model, lambda words, chars: make_inputs(words, chars, few_shapes=bool(model.jit_compile))
+    tagger = build_tagger(config, *sizes, vectors, dtype_policy=policy)
+    return tagger, lambda words, chars: make_inputs(words, chars, few_shapes=bool(tagger.jit_compile))
 
-    if precision == "float32":
-        keras.utils.set_random_seed(seed)
-        return {"baseline": (build_baseline(config, n_words, n_chars, n_labels, vectors), baseline_inputs),
-                "tagger": tagger("float32")}
-    return {"float32": tagger("float32"), precision: tagger(precision)}
+
+def _reference_variant(config, reference: str) -> str | None:
+    """The variant `build_tagger` builds as the reference, or None for the baseline port."""
+    if reference != "auto":
+        return reference
+    return None if baseline_covers(config) else "san-pe-add"
+
+
+def _models(config, sizes, vectors, preset: str, reference: str, config_changes: dict, precision: str,
+            seed: int) -> tuple[str, str, dict]:
+    """(the reference's name, the compared model's name, {name: (model, prepare)}): the
+    baseline port or the `_reference_variant` against the tagger, or, with a mixed
+    `precision`, the tagger in float32 against the tagger in `precision`."""
+    if precision != "float32":
+        return "float32", precision, {"float32": _tagger(config, sizes, vectors, "float32", seed),
+                                      precision: _tagger(config, sizes, vectors, precision, seed)}
+    variant = _reference_variant(config, reference)
+    if variant is None:
+        models = {"baseline": (build_baseline(config, *sizes, vectors), baseline_inputs)}
+    else:
+        models = {"reference": _tagger(make_config(preset, variant, **config_changes), sizes, vectors)}
+    return next(iter(models)), "tagger", {**models, "tagger": _tagger(config, sizes, vectors)}
 
 
 def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool = False,
                   steps: int | None = None, warmup: int = 3, batch_size: int = 32, sizes=None,
-                  seed: int = 0, log: Callable[[str], None] = print, precision: str = "float32",
-                  **config_changes) -> dict:
-    """Time training steps of two models on the same batches; log and return the figures.
+                  seed: int = 0, log: Callable[[str], None] = print, memory: bool = False,
+                  reference: str = "auto", precision: str = "float32", **config_changes) -> dict:
+    """Time training steps of the reference and of `build_tagger`'s tagger; log and return the figures.
 
-    The models are the baseline and `build_tagger`'s tagger (`precision="float32"`), or
-    the tagger in float32 and in the mixed `precision` ("mixed_bfloat16", "mixed_float16").
+    With a mixed `precision` ("mixed_bfloat16", "mixed_float16") the two models are
+    the tagger in float32 and in that policy.
+
     `steps` timed steps per model (default 20 with `quick`, else 60) after `warmup`
     untimed ones; `sizes` = (n_words, n_chars, n_labels, n_forms) replaces the
-    preset's; `config_changes` change the architecture (tiny models in tests).
+    preset's; `config_changes` change the architecture (tiny models in tests);
+    `memory` also measures each model's memory in a process of its own; `reference`
+    "auto" (the port where it covers the variant, else SAN+PE[add]) or a variant name.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}; received {precision!r}.")
     steps = steps or (20 if quick else 60)
-    config = make_config(preset, variant, **config_changes)
-    n_words, n_chars, n_labels, n_forms = sizes or SIZES[preset]
-    batches = synthetic_batches(warmup + steps, n_words, n_chars, n_labels, n_forms, batch_size,
-                                config.max_len, config.max_word_len, seed)
-    vectors = np.random.default_rng(seed).uniform(-0.05, 0.05, (n_words, config.word_dim)) \
-        if config.pretrained_words else None
-    models = _models(config, (n_words, n_chars, n_labels), vectors, precision, seed)
+    config, batches, vectors, model_sizes = _synthetic_setup(preset, variant, warmup + steps, batch_size, sizes,
+                                                             seed, config_changes)
+    keras.utils.set_random_seed(seed)
+    reference_variant = _reference_variant(config, reference)
+    reference, compared, models = _models(config, model_sizes, vectors, preset, reference, config_changes,
+                                          precision, seed)
     timed = batches[warmup:]
     tokens = np.mean([w.sum() for *_, w in timed])
     rows = np.mean([len(np.unique(make_inputs(w, c)["char_index"])) for w, c, *_ in timed])
@@ -137,18 +181,67 @@ def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool 
         f"precision {precision}, {steps} timed steps per model (medians), after {warmup} untimed")
     log(f"synthetic batches: {tokens:.0f} tokens ({tokens / batch_size:.1f} per sentence, padded to "
         f"{config.max_len}), {rows:.0f} distinct char rows of {batch_size * config.max_len} positions")
+    what = {"baseline": "straightforward port", "reference": f"build_tagger, {reference_variant}",
+            "tagger": "build_tagger", "float32": "build_tagger, float32", precision: f"build_tagger, {precision}"}
     result = {}
     for name, times in _time_steps(models, batches[:warmup], timed).items():
         step, inputs = np.median(times, axis=0)
         result[name] = dict(step_s=step, steps_per_s=1 / step, tokens_per_s=tokens / step, inputs_ms=1e3 * inputs)
-        what = "straightforward port" if name == "baseline" else \
-            "build_tagger" if name == "tagger" else f"build_tagger, {name}"
-        log(f"{name:8s} ({what}, jit_compile={models[name][0].jit_compile}): {1 / step:6.2f} steps/s "
+        log(f"{name:8s} ({what[name]}, jit_compile={models[name][0].jit_compile}): {1 / step:6.2f} steps/s "
             f"{tokens / step:8.0f} tokens/s  ({1e3 * step:.1f} ms/step, inputs {1e3 * inputs:.2f} ms of it)")
-    if precision == "float32":
-        result["speedup"] = result["baseline"]["step_s"] / result["tagger"]["step_s"]
-        log(f"speedup {result['speedup']:.2f}x")
-    else:
-        result["speedup"] = result["float32"]["step_s"] / result[precision]["step_s"]
-        log(f"speedup {result['speedup']:.2f}x ({precision} over float32)")
+    if memory and precision == "float32":
+        _log_memory(result, reference, reference_variant or variant, variant, dict(
+            preset=preset, steps=min(steps, 20), warmup=warmup, batch_size=batch_size, sizes=sizes, seed=seed,
+            config_changes=config_changes), log)
+    result["speedup"] = result[reference]["step_s"] / result[compared]["step_s"]
+    if reference == "reference":
+        log(f"step time relative to {reference_variant} {1 / result['speedup']:.2f}x")
+    log(f"speedup {result['speedup']:.2f}x" + (f" ({precision} over float32)" if precision != "float32" else ""))
     return result
+
+
+def _log_memory(result: dict, reference: str, reference_variant: str, variant: str, options: dict, log) -> None:
+    """Measure both models' memory (`measure_memory`) into `result` and log it."""
+    for name, which, port in ((reference, reference_variant, reference == "baseline"), ("tagger", variant, False)):
+        result[name].update(measure_memory(variant=which, baseline=port, **options))
+        log(f"{name:8s} memory: peak RSS {result[name]['peak_rss_mb']:.0f} MB, growth over the timed steps "
+            f"{result[name]['step_growth_mb']:.1f} MB (a process of its own)")
+    ratio = result["tagger"]["peak_rss_mb"] / result[reference]["peak_rss_mb"]
+    log(f"peak RSS relative to the {reference} {ratio:.2f}x")
+
+
+def _proc_status_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _memory_child(preset: str, variant: str, baseline: bool, steps: int, warmup: int, batch_size: int,
+                  sizes, seed: int, config_changes: dict) -> dict:
+    """In a fresh process: train `warmup` then `steps` steps; peak RSS and its growth over the latter."""
+    config, batches, vectors, model_sizes = _synthetic_setup(preset, variant, warmup + steps, batch_size, sizes,
+                                                             seed, config_changes)
+    keras.utils.set_random_seed(seed)
+    model, prepare = (build_baseline(config, *model_sizes, vectors), baseline_inputs) if baseline \
+        else _tagger(config, model_sizes, vectors)
+    for batch in batches[:warmup]:
+        _step(model, prepare, batch)
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+    before = _proc_status_mb("VmRSS")
+    for batch in batches[warmup:]:
+        _step(model, prepare, batch)
+    peak = _proc_status_mb("VmHWM")
+    return dict(peak_rss_mb=peak, step_growth_mb=peak - before)
+
+
+def measure_memory(preset: str, variant: str, baseline: bool = False, **options) -> dict:
+    """`_memory_child` in a new Python process (same backend): {"peak_rss_mb", "step_growth_mb"}.
+
+    Linux only (/proc). The peak is the process's since the warm-up, so everything the
+    imports, the model and its tracing hold is included."""
+    args = json.dumps(dict(preset=preset, variant=variant, baseline=baseline, **options))
+    code = ("import json, sys; from convatt.bench import _memory_child; "
+            "print(json.dumps(_memory_child(**json.loads(sys.argv[1]))))")
+    done = subprocess.run([sys.executable, "-c", code, args], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])

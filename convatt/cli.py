@@ -76,12 +76,12 @@ def cmd_params(args) -> None:
     for name in VARIANTS:
         model = build_tagger(make_config(args.preset, name), n_words, n_chars, n_labels, jit_compile=False)
         counts[name] = count_parameters(model)
-    base = {"san-pe-add-temp": "san-pe-add", "san-pe-add-conv": "san-pe-add", "san-pe-add-conv2d": "san-pe-add"}
-    print(f"{'variant':<20}{'label':<22}{'parameters':>12}{'vs SAN':>12}{'extension':>12}")
+    # "extension": what a modification adds to the model it modifies (SAN+PE[add]+X: to SAN+PE[add])
+    base = lambda name: "san-pe-add" if name.startswith("san-pe-add-") else "san"
+    print(f"{'variant':<22}{'label':<26}{'parameters':>12}{'vs SAN':>12}{'extension':>12}")
     for name, n in counts.items():
-        ref = base.get(name, "san")
-        ext = f"{n - counts[ref]:+,}" if name != "san" else ""
-        print(f"{name:<20}{VARIANTS[name].label:<22}{n:>12,}{n - counts['san']:>+12,}{ext:>12}")
+        ext = f"{n - counts[base(name)]:+,}" if name != "san" else ""
+        print(f"{name:<22}{VARIANTS[name].label:<26}{n:>12,}{n - counts['san']:>+12,}{ext:>12}")
 
 
 def _check_at_least(flag: str, value: int | None, minimum: int = 1) -> None:
@@ -224,7 +224,8 @@ def cmd_bench(args) -> None:
     _load_backend(args.debug)
     from convatt.bench import run_benchmark
 
-    run_benchmark(preset=args.preset, variant=args.variant, quick=args.quick, precision=args.precision)
+    run_benchmark(preset=args.preset, variant=args.variant, quick=args.quick, precision=args.precision,
+                  memory=args.memory, reference=args.reference)
 
 
 def _precisions() -> tuple[str, ...]:
@@ -317,9 +318,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", default="ptb")
     p.add_argument("--variant", default="san-pe-add")
     p.add_argument("--quick", action="store_true", help="a short run (under 5 minutes on 2 cores)")
-    p.add_argument("--precision", choices=["float32", "mixed_bfloat16", "mixed_float16"], default="float32",
+    p.add_argument("--precision", choices=_precisions(), default="float32",
                    help="float32: the tagger against the port; mixed_*: the tagger in that dtype policy "
                         "against the tagger in float32 (speedup of mixed precision)")
+    p.add_argument("--memory", action="store_true",
+                   help="also the peak memory of each model, each trained in a process of its own (Linux)")
+    p.add_argument("--reference", default="auto",
+                   help="what to time against: 'auto' (the straightforward port where it has the variant, "
+                        "else san-pe-add built the same way) or a variant name, e.g. san-pe-add")
     p.set_defaults(func=cmd_bench)
     return parser
 

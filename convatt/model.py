@@ -8,7 +8,10 @@
     tags = Dense(n_labels, softmax)(concat(h0, h4))
 
 Per-layer modifications (REFERENCE.md): +P and +R in the first layer only; +Temp
-and +Conv/+Conv2d in every layer. The char CNN runs once per distinct char row of a
+and +Conv/+Conv2d in every layer. Beyond the paper (issue 16): +Conv2d[pre] and
++Talking in every layer; +Denser replaces every SelfAttention with a
+DenserSelfAttention of the same heads; +Narrowing gives layer l 4 * 2^l heads of
+d_model together (see `attention_layer`). The char CNN runs once per distinct char row of a
 batch (see `convatt.batching`), which gives the same result as running it per token:
 a PTB batch of 32 x 60 token positions has ~450 distinct rows, so the CNN does a
 quarter of the work. `convatt bench` compares the speed with a straightforward port.
@@ -24,10 +27,13 @@ import numpy as np
 from keras import layers, ops
 
 from convatt.layers import (
+    DenserSelfAttention,
+    NarrowingSelfAttention,
     PositionEmbedding,
     SelfAttention,
     SinusoidalPositionEncoding,
 )
+from convatt.layers.narrowing_self_attention import narrowing_num_heads
 from convatt.optimizers import RMSpropKeras2
 from convatt.protocol import DEFAULT_PROTOCOL, Protocol
 from convatt.variants import PRECISIONS, TaggerConfig
@@ -72,6 +78,37 @@ def char_encoder(config: TaggerConfig, n_chars: int, char_rows, dtype_policy: st
         x = layers.Conv1D(config.char_filters, config.char_kernel_size, padding="same",
                           activation="relu", name=f"char_conv_{i + 1}", dtype=dtype_policy)(x)
     return ops.max(x, axis=-2)
+
+
+def attention_layer(config: TaggerConfig, index: int, dtype_policy: str = "float32") -> keras.layers.Layer:
+    """The attention of layer `index` (0 = first) of the tagger, `d_model` wide."""
+    spec, t, name = config.spec, config.max_len, f"attention_{index + 1}"
+    head_dim = config.d_model // config.num_heads
+    if spec.attention == "denser":
+        return DenserSelfAttention(config.num_heads, head_dim, segments=config.denser_segments,
+                                   output_dim=config.d_model, kernel_initializer=config.attention_initializer,
+                                   name=name, dtype=dtype_policy)
+    if spec.attention == "narrowing":
+        return NarrowingSelfAttention(config.d_model, narrowing_num_heads(config.num_heads, index), max_len=t,
+                                      kernel_initializer=config.attention_initializer, name=name, dtype=dtype_policy)
+    first = index == 0
+    return SelfAttention(
+        num_heads=config.num_heads,
+        head_dim=head_dim,
+        max_len=t,
+        position_interaction=spec.position_interaction and first,
+        relative_bias=spec.relative_bias and first,
+        temperature=spec.temperature,
+        attention_conv=spec.attention_conv,
+        relative_position_representation=config.shaw_clip if spec.shaw else None,
+        alibi=spec.alibi,
+        relative_bias_parameterization=config.relative_bias_parameterization,
+        kernel_initializer=config.attention_initializer,
+        conv_before_softmax=spec.conv_before_softmax,
+        talking_heads=spec.talking_heads,
+        name=name,
+        dtype=dtype_policy,
+    )
 
 
 def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int,
@@ -120,22 +157,7 @@ def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int
     attention_mask = ops.not_equal(words, 0) if config.mask_padding else None
     h = h0
     for i in range(config.num_layers):
-        first = i == 0
-        attention = SelfAttention(
-            num_heads=config.num_heads,
-            head_dim=config.d_model // config.num_heads,
-            max_len=t,
-            position_interaction=spec.position_interaction and first,
-            relative_bias=spec.relative_bias and first,
-            temperature=spec.temperature,
-            attention_conv=spec.attention_conv,
-            relative_position_representation=config.shaw_clip if spec.shaw else None,
-            alibi=spec.alibi,
-            relative_bias_parameterization=config.relative_bias_parameterization,
-            kernel_initializer=config.attention_initializer,
-            name=f"attention_{i + 1}",
-            dtype=policy,
-        )
+        attention = attention_layer(config, i, policy)
         dropped = layers.Dropout(config.dropout, name=f"dropout_{i + 1}", dtype=policy)(h)
         z = attention(dropped, attention_mask=attention_mask) if attention_mask is not None else attention(dropped)
         h = layers.Add(name=f"residual_{i + 1}", dtype=policy)([dropped if config.residual_adds_dropped else h, z])

@@ -36,9 +36,10 @@ from convatt.variants import VARIANTS
 
 BANDS = ("minmax", "std")
 PRESET_NAMES = {"ptb": "PTB", "ud": "UD"}
-# One fixed colour per variant, the same in every figure (tab10, then two more).
+# One fixed colour per variant, the same in every figure (tab10, two more, then five of tab20b
+# for issue 16's attention variants).
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-            "#bcbd22", "#17becf", "#000000", "#b8860b"]
+            "#bcbd22", "#17becf", "#000000", "#b8860b", "#393b79", "#e7ba52", "#637939", "#843c39", "#7b4173"]
 COLORS = {v: _PALETTE[i % len(_PALETTE)] for i, v in enumerate(VARIANTS)}
 
 

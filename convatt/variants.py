@@ -27,6 +27,10 @@ class Variant:
     attention_conv: str | None = None  # None | "1d" | "2d"
     shaw: bool = False  # Shaw et al. (2018) relative position representations
     alibi: bool = False  # Press et al. ALiBi biases
+    # Beyond the paper (issue 16): other ways to process the attention matrix.
+    attention: str = "standard"  # "standard" | "denser" (Kim §3.1) | "narrowing" (Kim §3.2)
+    conv_before_softmax: bool = False  # attention_conv on the scores, before the softmax
+    talking_heads: bool = False  # Shazeer et al. (2020)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -45,6 +49,13 @@ VARIANTS: dict[str, Variant] = {
         Variant("san-shaw", "SAN+Shaw", shaw=True),
         Variant("san-sin-add", "SAN+Sin[add]", position_embedding="sin-add"),
         Variant("san-alibi", "SAN+ALiBi", alibi=True),
+        # Beyond the paper (issue 16): other ways to process the attention matrix.
+        Variant("san-pe-add-conv2d-pre", "SAN+PE[add]+Conv2d[pre]", position_embedding="add",
+                attention_conv="2d", conv_before_softmax=True),
+        Variant("san-pe-add-talking", "SAN+PE[add]+Talking", position_embedding="add", talking_heads=True),
+        Variant("san-pe-add-denser", "SAN+PE[add]+Denser", position_embedding="add", attention="denser"),
+        Variant("san-denser", "SAN+Denser", attention="denser"),  # as in Kim's study: no positions
+        Variant("san-pe-add-narrowing", "SAN+PE[add]+Narrowing", position_embedding="add", attention="narrowing"),
     ]
 }
 
@@ -54,6 +65,10 @@ PAPER_VARIANTS = [
 ]
 UD_VARIANTS = ["san-pe-add", "san-p-r", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d"]
 POSITION_VARIANTS = ["san-pe-add", "san-p-r", "san-shaw", "san-sin-add", "san-alibi"]
+ATTENTION_VARIANTS = [
+    "san-pe-add", "san-pe-add-conv2d", "san-pe-add-conv2d-pre", "san-pe-add-talking",
+    "san-pe-add-denser", "san-denser", "san-pe-add-narrowing",
+]
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,7 @@ class TaggerConfig:
     dropout: float = 0.1
     mask_padding: bool = False  # the paper lets pads take part in attention
     shaw_clip: int = 16
+    denser_segments: int = 2  # w of denser attention (Kim's)
     # How the protocol (convatt.protocol) shapes the network; defaults: the original code's.
     residual_adds_dropped: bool = True  # h' = D(h) + SA(D(h)); False: h + SA(D(h))
     relative_bias_parameterization: str = "circulant"

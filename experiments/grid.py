@@ -2,9 +2,10 @@
 """The experiment grid's lists, read from their single sources, for the Makefile.
 
     python3 experiments/grid.py
-    paper:san,san-pe-con,... ud:san-pe-add,... positions:... treebanks:Afrikaans-AfriBooms,...
+    paper:san,san-pe-con,... ud:san-pe-add,... positions:... attention:... treebanks:Afrikaans-AfriBooms,...
 
-- The variant lists are `PAPER_VARIANTS`, `UD_VARIANTS` and `POSITION_VARIANTS` of
+- The variant lists are `PAPER_VARIANTS`, `UD_VARIANTS`, `POSITION_VARIANTS` and
+  `ATTENTION_VARIANTS` of
   `convatt/variants.py`. They are read with `ast`, not imported: the Makefile calls
   this with the system Python before the virtual environment exists (and under
   `make -n`), and importing the package could pull in Keras.
@@ -24,11 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS_PY = ROOT / "convatt" / "variants.py"
 TABLE_2D = ROOT / "convatt" / "embedded" / "paper" / "paper_table2d_ud_per_treebank.csv"
-LISTS = {"paper": "PAPER_VARIANTS", "ud": "UD_VARIANTS", "positions": "POSITION_VARIANTS"}
+LISTS = {"paper": "PAPER_VARIANTS", "ud": "UD_VARIANTS", "positions": "POSITION_VARIANTS",
+         "attention": "ATTENTION_VARIANTS"}
 
 
 def variant_lists(path: Path = VARIANTS_PY) -> dict[str, list[str]]:
-    """{"paper": [...], "ud": [...], "positions": [...]} from the module's list literals."""
+    """{"paper": [...], "ud": [...], "positions": [...], "attention": [...]} from the module's list literals."""
     found = {}
     for node in ast.parse(path.read_text(), str(path)).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):

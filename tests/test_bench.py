@@ -84,3 +84,28 @@ def test_run_benchmark_prints_the_mixed_precision_speedup(precision):
     assert result["speedup"] == pytest.approx(result["float32"]["step_s"] / result[precision]["step_s"])
     with pytest.raises(ValueError, match="precision"):
         run_benchmark(precision="bfloat16")
+
+
+def test_variants_beyond_the_port_are_timed_against_san_pe_add_with_memory():
+    """Issue 16's variants are not in the port: the reference is SAN+PE[add] by build_tagger, in the
+    same process; memory comes from two processes of their own."""
+    lines = []
+    result = run_benchmark(preset="ud", variant="san-pe-add-denser", steps=2, warmup=1, batch_size=4,
+                           sizes=(40, 12, 7, 60), log=lines.append, memory=True, num_layers=1, num_heads=2,
+                           **TINY)
+    assert "baseline" not in result and {"reference", "tagger"} <= set(result)
+    assert any(line.startswith("reference (build_tagger, san-pe-add") for line in lines)
+    assert re.fullmatch(r"step time relative to san-pe-add \d+\.\d\dx", lines[-2]), lines
+    for name in ("reference", "tagger"):
+        assert result[name]["peak_rss_mb"] > 50 and result[name]["step_growth_mb"] >= 0
+    assert any(line.startswith("peak RSS relative to the reference") for line in lines)
+    assert result["speedup"] == pytest.approx(result["reference"]["step_s"] / result["tagger"]["step_s"])
+
+
+def test_a_paper_variant_against_san_pe_add():
+    lines = []
+    result = run_benchmark(preset="ud", variant="san-pe-add-conv2d", steps=2, warmup=1, batch_size=4,
+                           sizes=(40, 12, 7, 60), log=lines.append, reference="san-pe-add", num_layers=1,
+                           num_heads=2, **TINY)
+    assert "baseline" not in result and any(line.startswith("reference (build_tagger, san-pe-add") for line in lines)
+    assert lines[-2].startswith("step time relative to san-pe-add ")

@@ -26,6 +26,15 @@ def test_params_prints_table_1c():
     # sinusoids and ALiBi have no parameters.
     assert rows["san-shaw"][3] == f"{4 * 2 * 33 * 91:+,}"
     assert rows["san-sin-add"][3] == "+0" and rows["san-alibi"][3] == "+0"
+    # Issue 16, each against SAN+PE[add] (SAN+Denser against SAN), per layer of 4 heads of 91:
+    # the 3x3 filters and biases moved before the softmax; two 4x4 talking-heads kernels; narrowing
+    # keeps the width (no parameters); denser: queries and keys of 92 (one column more per head)
+    # and the Dense layer from 4 heads x 2 segments x 91 back to 364, with its bias.
+    denser = 4 * (2 * 364 * 4 * 1 + 728 * 364 + 364)
+    expected = {"san-pe-add-conv2d-pre": "+160", "san-pe-add-talking": f"{4 * 2 * 16:+,}",
+                "san-pe-add-narrowing": "+0", "san-pe-add-denser": f"{denser:+,}", "san-denser": f"{denser:+,}"}
+    for variant, delta in expected.items():
+        assert rows[variant][-1] == delta, rows[variant]
 
 
 @pytest.mark.parametrize("args, message", [

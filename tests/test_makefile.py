@@ -22,7 +22,7 @@ SHARED_UD = ROOT.parent / "shared" / "data" / "ud-2.2"
 sys.path.insert(0, str(ROOT / "experiments"))
 import grid  # noqa: E402  (experiments/grid.py)
 
-from convatt.variants import PAPER_VARIANTS, POSITION_VARIANTS, UD_VARIANTS  # noqa: E402
+from convatt.variants import ATTENTION_VARIANTS, PAPER_VARIANTS, POSITION_VARIANTS, UD_VARIANTS  # noqa: E402
 
 EMBEDDED_UD = ["Afrikaans-AfriBooms", "English-GUM", "English-LinES", "Vietnamese-VTB"]
 
@@ -73,7 +73,8 @@ def train_commands(stdout: str) -> list[dict]:
 
 def test_grid_lists_come_from_convatt_variants_and_the_paper():
     lists = grid.variant_lists()
-    assert lists == {"paper": PAPER_VARIANTS, "ud": UD_VARIANTS, "positions": POSITION_VARIANTS}
+    assert lists == {"paper": PAPER_VARIANTS, "ud": UD_VARIANTS, "positions": POSITION_VARIANTS,
+                     "attention": ATTENTION_VARIANTS}
     treebanks = grid.paper_treebanks()
     assert len(treebanks) == 47 and "Ancient_Greek-PROIEL" in treebanks
     out = subprocess.run([sys.executable, str(ROOT / "experiments" / "grid.py")], capture_output=True,
@@ -138,6 +139,17 @@ def test_positions_grids(tmp_path):
     assert {c["--variant"] for c in ptb} == set(POSITION_VARIANTS) and len(ptb) == 15
     udp = train_commands(make("ud-positions", f"UD_DIR={ud}", tmp=tmp_path).stdout)
     assert {c["--variant"] for c in udp} == set(POSITION_VARIANTS) and len(udp) == 15
+
+
+def test_attention_grids(tmp_path):
+    ud = tmp_path / "ud"
+    (ud / "UD_English-LinES").mkdir(parents=True)
+    n = len(ATTENTION_VARIANTS) * 3
+    ptb = train_commands(make("ptb-attention", tmp=tmp_path).stdout)
+    assert {c["--variant"] for c in ptb} == set(ATTENTION_VARIANTS) and len(ptb) == n
+    uda = train_commands(make("ud-attention", f"UD_DIR={ud}", tmp=tmp_path).stdout)
+    assert {c["--variant"] for c in uda} == set(ATTENTION_VARIANTS) and len(uda) == n
+    assert {"san-pe-add", "san-pe-add-conv2d"} <= set(ATTENTION_VARIANTS)  # the references beside the new ones
 
 
 def test_variables_reach_the_command(tmp_path):
@@ -218,6 +230,7 @@ def test_status_counts_finished_runs(tmp_path, venv):
     path.write_text("{}")
     proc = make("status", tmp=tmp_path, venv=venv, dry=False)
     assert "ptb-all:       1 of 27 runs finished" in proc.stdout
+    assert f"ptb-attention: 0 of {3 * len(ATTENTION_VARIANTS)} runs finished" in proc.stdout
 
 
 def test_gpu_slots_give_concurrent_jobs_different_gpus(tmp_path):

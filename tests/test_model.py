@@ -158,3 +158,29 @@ def test_mixed_precision_tagger(policy, tmp_path):
 def test_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="dtype_policy"):
         build_tagger(make_config("ud", "san"), 40, 12, 7, dtype_policy="bfloat16")
+
+
+@pytest.mark.parametrize("variant", ["san-pe-add-conv2d-pre", "san-pe-add-talking", "san-pe-add-denser",
+                                     "san-denser", "san-pe-add-narrowing"])
+def test_attention_variants_build_save_and_load(variant, tmp_path):
+    """Issue 16: each attention variant trains one step, masks padding, and survives a .keras round trip."""
+    rng = np.random.default_rng(3)
+    model = build_tagger(make_config("ptb", variant, mask_padding=True), 50, 12, 9, jit_compile=False)
+    words, chars = _batch(rng)
+    x = make_inputs(words, chars)
+    model.train_on_batch(x, rng.integers(1, 9, words.shape), sample_weight=(words != 0).astype("float32"))
+    model.save(tmp_path / "m.keras")
+    again = keras.saving.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(model.predict_on_batch(x), again.predict_on_batch(x), atol=1e-6)
+
+
+def test_narrowing_doubles_the_heads_and_denser_replaces_every_layer():
+    from convatt.layers import DenserSelfAttention, NarrowingSelfAttention
+
+    narrowing = build_tagger(make_config("ptb", "san-pe-add-narrowing"), 50, 12, 9, jit_compile=False)
+    layers = [narrowing.get_layer(f"attention_{i}") for i in range(1, 5)]
+    assert all(isinstance(layer, NarrowingSelfAttention) for layer in layers)
+    assert [layer.num_heads for layer in layers] == [4, 8, 16, 32]
+    denser = build_tagger(make_config("ud", "san-denser"), 50, 12, 9, jit_compile=False)
+    assert all(isinstance(denser.get_layer(f"attention_{i}"), DenserSelfAttention) for i in range(1, 5))
+    assert "position_embedding" not in [layer.name for layer in denser.layers]

@@ -5,23 +5,29 @@ Attention tensors use the layout `(batch, num_heads, query_len, key_len)`.
 from convatt.layers.alibi_bias import AlibiBias
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D
+from convatt.layers.denser_self_attention import DenserSelfAttention
+from convatt.layers.narrowing_self_attention import NarrowingSelfAttention
 from convatt.layers.position_embedding import PositionEmbedding
 from convatt.layers.position_interaction import PositionInteraction
 from convatt.layers.relative_bias import RelativeBias
 from convatt.layers.relative_position_representation import RelativePositionRepresentation
 from convatt.layers.self_attention import SelfAttention
 from convatt.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from convatt.layers.talking_heads import TalkingHeadsProjection
 from convatt.layers.temperature_dense import TemperatureDense
 
 __all__ = [
     "AlibiBias",
     "AttentionConv1D",
     "AttentionConv2D",
+    "DenserSelfAttention",
+    "NarrowingSelfAttention",
     "PositionEmbedding",
     "PositionInteraction",
     "RelativeBias",
     "RelativePositionRepresentation",
     "SelfAttention",
     "SinusoidalPositionEncoding",
+    "TalkingHeadsProjection",
     "TemperatureDense",
 ]

@@ -95,3 +95,27 @@ def check_scores_shape(
 def large_negative(dtype: str) -> float:
     """A finite score that vanishes under softmax in `dtype` (no inf, so no NaN rows)."""
     return -3e4 if keras.backend.standardize_dtype(dtype) == "float16" else -1e9
+
+
+def combine_attention_masks(mask, attention_mask):
+    """A Keras mask `(b, t)` (queries and keys) and an `attention_mask` `(b, t)` (keys)
+    or `(b, t, t)` (query-key pairs) as one boolean `(b, 1, q, k)` tensor, or None."""
+    combined = None
+    if mask is not None:
+        mask = keras.ops.cast(mask, "bool")
+        combined = keras.ops.logical_and(mask[:, None, :, None], mask[:, None, None, :])
+    if attention_mask is not None:
+        attention_mask = keras.ops.cast(attention_mask, "bool")
+        rank = len(attention_mask.shape)
+        if rank not in (2, 3):
+            raise ValueError(
+                f"attention_mask must have shape (batch, t) or (batch, t, t); received {attention_mask.shape}."
+            )
+        attention_mask = attention_mask[:, None, None, :] if rank == 2 else attention_mask[:, None, :, :]
+        combined = attention_mask if combined is None else keras.ops.logical_and(combined, attention_mask)
+    return combined
+
+
+def softmax_float32(scores, axis: int = -1):
+    """Softmax computed in float32 (stable under float16/bfloat16 policies), cast back."""
+    return keras.ops.cast(keras.ops.softmax(keras.ops.cast(scores, "float32"), axis=axis), scores.dtype)

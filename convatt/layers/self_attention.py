@@ -14,6 +14,7 @@ from convatt.layers.attention_conv2d import AttentionConv2D
 from convatt.layers.position_interaction import PositionInteraction
 from convatt.layers.relative_bias import RelativeBias
 from convatt.layers.relative_position_representation import RelativePositionRepresentation
+from convatt.layers.talking_heads import TalkingHeadsProjection
 
 _CONVS = (None, "1d", "2d")
 
@@ -26,7 +27,10 @@ class SelfAttention(keras.layers.Layer):
     `+ A^p` (`position_interaction`), `+ A^r` (`relative_bias`), Shaw et al.'s
     relative key term (`relative_position_representation`) and ALiBi biases
     (`alibi`); softmax over the keys; optionally a 1-d / 2-d convolution of the
-    attention matrix (`attention_conv`, not renormalised);
+    attention matrix (`attention_conv`, not renormalised; with
+    `conv_before_softmax` it convolves the scores instead, before the softmax);
+    optionally talking heads (`talking_heads`: a learned mixing of the heads'
+    scores before the softmax and of their weights after it);
     `Z = attention (X W_v)` (plus Shaw et al.'s relative value term). The heads'
     `Z` are concatenated. There is no output projection and no residual
     connection (the caller adds them), as in the paper's tagger.
@@ -75,6 +79,17 @@ class SelfAttention(keras.layers.Layer):
         temperature: bool. Learnable scalar per projection matrix (+Temp).
         attention_conv: `None`, `"1d"` (+Conv) or `"2d"` (+Conv2d).
         conv_kernel_size: int. Filter width of `attention_conv`. Defaults to 3.
+        conv_before_softmax: bool. Apply `attention_conv` to the scores, before
+            the softmax, with no activation (a ReLU would set every negative
+            score to 0, so all of them would weigh alike), instead of to the
+            softmax's output as in the paper; the result is then normalised.
+            Masked scores are set to 0 before the convolution, so padded keys
+            do not leak into their neighbours (as in Multi-Token Attention).
+            The filters start as the paper's (glorot-uniform, zero bias).
+        talking_heads: bool. Talking-heads attention (Shazeer et al. 2020): a
+            `TalkingHeadsProjection` mixes the heads' scores just before the
+            softmax and a second one their weights just after it (before any
+            `attention_conv`); both start as the identity.
         relative_position_representation: int or None. If set, Shaw et al.'s
             relative position representations with this clipping distance `k`.
         alibi: bool. Add symmetric ALiBi biases (Press et al.).
@@ -103,7 +118,8 @@ class SelfAttention(keras.layers.Layer):
         (rows q, k, v) if `temperature`; then the sublayers' weights:
         `position_interaction/interactions`, `relative_bias/biases`,
         `relative_position_representation/key_embeddings` and
-        `/value_embeddings`, `attention_conv/kernel` and `/bias`.
+        `/value_embeddings`, `attention_conv/kernel` and `/bias`,
+        `talking_heads_logits/kernel`, `talking_heads_weights/kernel`.
 
     Example:
     ```python
@@ -134,11 +150,15 @@ class SelfAttention(keras.layers.Layer):
         relative_position_representation: int | None = None,
         alibi: bool = False,
         kernel_initializer: Any = "glorot_uniform",
+        conv_before_softmax: bool = False,
+        talking_heads: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         if attention_conv not in _CONVS:
             raise ValueError(f"attention_conv must be one of {_CONVS}; received {attention_conv!r}.")
+        if conv_before_softmax and attention_conv is None:
+            raise ValueError("conv_before_softmax=True needs an attention_conv ('1d' or '2d').")
         needs_len = [
             name
             for name, used in (
@@ -163,6 +183,8 @@ class SelfAttention(keras.layers.Layer):
             None if relative_position_representation is None else int(relative_position_representation)
         )
         self.alibi = bool(alibi)
+        self.conv_before_softmax = bool(conv_before_softmax)
+        self.talking_heads = bool(talking_heads)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
 
@@ -190,14 +212,20 @@ class SelfAttention(keras.layers.Layer):
             else None
         )
         self._alibi = AlibiBias(h, name="alibi_bias", dtype=policy) if self.alibi else None
+        conv_activation = None if self.conv_before_softmax else "relu"
         if attention_conv == "1d":
-            self._conv = AttentionConv1D(
-                self.max_len, h, kernel_size=self.conv_kernel_size, name="attention_conv", dtype=policy
-            )
+            self._conv = AttentionConv1D(self.max_len, h, kernel_size=self.conv_kernel_size,
+                                         activation=conv_activation, name="attention_conv", dtype=policy)
         elif attention_conv == "2d":
-            self._conv = AttentionConv2D(h, kernel_size=self.conv_kernel_size, name="attention_conv", dtype=policy)
+            self._conv = AttentionConv2D(h, kernel_size=self.conv_kernel_size, activation=conv_activation,
+                                         name="attention_conv", dtype=policy)
         else:
             self._conv = None
+        self._talking_logits, self._talking_weights = (
+            (TalkingHeadsProjection(h, name="talking_heads_logits", dtype=policy),
+             TalkingHeadsProjection(h, name="talking_heads_weights", dtype=policy))
+            if self.talking_heads else (None, None)
+        )
 
     def build(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] is None:
@@ -218,7 +246,8 @@ class SelfAttention(keras.layers.Layer):
                 name="temperature", shape=(3, self.num_heads), initializer="ones"
             )
         scores_shape = (input_shape[0], self.num_heads, t, t)
-        for layer in (self._position_interaction, self._relative_bias, self._alibi, self._conv):
+        for layer in (self._position_interaction, self._relative_bias, self._alibi, self._conv,
+                      self._talking_logits, self._talking_weights):
             if layer is not None:
                 layer.build(scores_shape)
         if self._relative_position is not None:
@@ -267,14 +296,23 @@ class SelfAttention(keras.layers.Layer):
         if self._alibi is not None:
             scores = self._alibi.add_float32(scores)
 
+        if self._conv is not None and self.conv_before_softmax:
+            if keep is not None:
+                scores = ops.where(keep, scores, ops.zeros_like(scores))
+            scores = self._conv.convolve_float32(scores)
+        if self._talking_logits is not None:
+            scores = ops.cast(self._talking_logits(scores), "float32")
+
         if keep is not None:
             scores = ops.where(keep, scores, large_negative("float32"))
         attention = ops.softmax(scores, axis=-1)
         if keep is not None:  # also zeroes fully masked rows (uniform after the softmax)
             attention = attention * ops.cast(keep, "float32")
         convolved = attention
-        if self._conv is not None:
-            convolved = self._conv.convolve_float32(attention)
+        if self._talking_weights is not None:
+            convolved = ops.cast(self._talking_weights(convolved), "float32")
+        if self._conv is not None and not self.conv_before_softmax:
+            convolved = self._conv.convolve_float32(convolved)
             if keep is not None:
                 convolved = convolved * ops.cast(keep, "float32")
         return attention, convolved
@@ -292,8 +330,9 @@ class SelfAttention(keras.layers.Layer):
         Returns:
             `(softmax, convolved)`, each `(batch_size, num_heads, t, t)`: the
             softmax over the keys, and the matrix `call` multiplies with the values
-            (after `attention_conv`, not renormalised; the softmax itself when the
-            layer has no convolution). Masked pairs are 0 in both.
+            (after the talking heads' weight mixing and `attention_conv`, not
+            renormalised; the softmax itself when the layer has neither, or
+            convolves before the softmax). Masked pairs are 0 in both.
         """
         query = self._project(inputs, self.query_kernel, 0)
         key = self._project(inputs, self.key_kernel, 1)
@@ -302,10 +341,12 @@ class SelfAttention(keras.layers.Layer):
     @property
     def modifications(self) -> dict:
         """The modification sublayers this layer has, by name: `position_interaction`,
-        `relative_bias`, `relative_position_representation`, `alibi`, `attention_conv`."""
+        `relative_bias`, `relative_position_representation`, `alibi`, `attention_conv`,
+        `talking_heads_logits`, `talking_heads_weights`."""
         layers = {"position_interaction": self._position_interaction, "relative_bias": self._relative_bias,
                   "relative_position_representation": self._relative_position, "alibi": self._alibi,
-                  "attention_conv": self._conv}
+                  "attention_conv": self._conv, "talking_heads_logits": self._talking_logits,
+                  "talking_heads_weights": self._talking_weights}
         return {name: layer for name, layer in layers.items() if layer is not None}
 
     def call(self, inputs, mask=None, attention_mask=None, return_attention_scores: bool = False):
@@ -353,6 +394,8 @@ class SelfAttention(keras.layers.Layer):
                 "relative_position_representation": self.relative_position_representation,
                 "alibi": self.alibi,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "conv_before_softmax": self.conv_before_softmax,
+                "talking_heads": self.talking_heads,
             }
         )
         return config

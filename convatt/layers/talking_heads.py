@@ -1,0 +1,85 @@
+"""Talking-heads mixing of attention maps across heads (Shazeer et al., 2020)."""
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras import ops
+
+from convatt.layers._utils import check_scores_shape
+
+
+@keras.saving.register_keras_serializable(package="convatt")
+class TalkingHeadsProjection(keras.layers.Layer):
+    """A learned `num_heads x num_heads` mixing of attention maps across heads.
+
+    `out[b, g, q, k] = sum_h x[b, h, q, k] * kernel[h, g]`: every output head is a
+    weighted sum of all input heads' maps, the same weights at every (query, key)
+    pair. Talking-heads attention (Shazeer et al., 2020) applies one such
+    projection to the scores before the softmax and a second one to the weights
+    after it (`SelfAttention(talking_heads=True)`); this layer is one of them.
+    There is no bias, as in the paper.
+
+    The kernel starts as the identity by default (our choice; the paper does not
+    fix one): the layer then starts as plain multi-head attention and learns how
+    much the heads should talk, which suits small taggers trained from scratch.
+    Pass e.g. `kernel_initializer="glorot_uniform"` to start mixed.
+
+    Args:
+        num_heads: int. Heads in and out (the paper allows different numbers;
+            here they are equal, so the layer keeps the attention's shape).
+        kernel_initializer: initializer of the `(num_heads, num_heads)` kernel.
+            Defaults to `"identity"`.
+        **kwargs: other keyword arguments passed to `keras.layers.Layer`.
+
+    Call arguments:
+        attention: tensor `(batch_size, num_heads, query_len, key_len)`: scores
+            (logits) or weights.
+
+    Returns:
+        The mixed maps, same shape.
+
+    Weights:
+        `kernel` `(num_heads, num_heads)` indexed `[input_head, output_head]`.
+
+    Example:
+    ```python
+    scores = keras.random.normal((2, 4, 60, 60))
+    layer = convatt.layers.TalkingHeadsProjection(num_heads=4)
+    mixed = layer(scores)  # (2, 4, 60, 60); 16 parameters; equal to scores at the start
+    ```
+
+    References:
+     - [Shazeer, Lan, Cheng, Ding & Hou, 2020](https://arxiv.org/abs/2003.02436)
+    """
+
+    def __init__(self, num_heads: int, kernel_initializer: Any = "identity", **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        if self.num_heads < 1:
+            raise ValueError(f"num_heads must be >= 1; received {num_heads}.")
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    def build(self, input_shape=None):
+        if input_shape is not None:
+            check_scores_shape(self.name, input_shape, self.num_heads)
+        self.kernel = self.add_weight(
+            name="kernel", shape=(self.num_heads, self.num_heads), initializer=self.kernel_initializer
+        )
+
+    def call(self, attention):
+        check_scores_shape(self.name, attention.shape, self.num_heads)
+        return ops.einsum("bhqk,hg->bgqk", attention, ops.cast(self.kernel, attention.dtype))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config
