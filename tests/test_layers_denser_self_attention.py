@@ -101,3 +101,11 @@ def test_round_trips(tmp_path):
     loaded = keras.models.load_model(tmp_path / "denser.keras")
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(model(x)))
     assert model(x).shape == (B, T, 5)
+
+
+def test_layer_harness(tmp_path):
+    from layer_harness import run_layer_test
+
+    x = np.random.default_rng(0).normal(size=(2, 5, 6)).astype("float32")
+    run_layer_test(DenserSelfAttention, {"num_heads": 2, "head_dim": 3, "segments": 2, "output_dim": 6}, x,
+                   (2, 5, 6), tmp_path)

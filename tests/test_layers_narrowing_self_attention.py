@@ -78,3 +78,10 @@ def test_round_trips(tmp_path):
     loaded = keras.models.load_model(tmp_path / "narrowing.keras")
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(model(x)))
     assert layer.compute_output_shape((None, T, D)) == (None, T, D)
+
+
+def test_layer_harness(tmp_path):
+    from layer_harness import run_layer_test
+
+    x = np.random.default_rng(0).normal(size=(2, 5, 6)).astype("float32")
+    run_layer_test(NarrowingSelfAttention, {"output_dim": 6, "num_heads": 4, "max_len": 5}, x, (2, 5, 6), tmp_path)

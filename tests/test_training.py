@@ -195,7 +195,7 @@ def test_a_mixed_bfloat16_run_trains_and_is_recorded(tmp_path):
 
     result = train_run(tiny_options(tmp_path / "run", epochs=1, precision="mixed_bfloat16"), log=lambda s: None)
     config = RunConfig.load(tmp_path / "run")
-    assert config.precision == "mixed_bfloat16" and config.setting.label() == "mixed_bfloat16, max 1 epoch"
+    assert config.precision == "mixed_bfloat16" and config.setting.label() == "mixed_bfloat16, limit 160, max 1 epoch"
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
     assert model.get_layer("attention_1").compute_dtype == "bfloat16"
     assert model.get_layer("tags").compute_dtype == "float32" and model.get_layer("attention_1").variable_dtype == "float32"

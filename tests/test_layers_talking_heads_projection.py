@@ -107,3 +107,10 @@ def test_round_trips(tmp_path):
     loaded = keras.models.load_model(tmp_path / "talking.keras")
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(model(x)))
     assert loaded.layers[1].talking_heads
+
+
+def test_layer_harness(tmp_path):
+    from layer_harness import run_layer_test
+
+    scores = np.random.default_rng(0).normal(size=(B, H, T, T)).astype("float32")
+    run_layer_test(TalkingHeadsProjection, {"num_heads": H}, scores, (B, H, T, T), tmp_path, expected_num_weights=1)
