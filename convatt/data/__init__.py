@@ -5,7 +5,7 @@
     encode_split(sentences, words, chars, tags, ambiguous) -> EncodedSplit
     load_word_vectors(path, vocab, dim) -> (matrix, n_found)
 """
-from convatt.data.corpus import EMBEDDED_DATA_DIR, Corpus, Sentence, load_corpus
+from convatt.data.corpus import EMBEDDED_DATA_DIR, Corpus, Sentence, corpus_files, load_corpus
 from convatt.data.embeddings import load_word_vectors
 from convatt.data.encode import (
     EncodedSplit, Vocabularies, build_vocabularies, chunk, encode_split,
@@ -18,7 +18,7 @@ from convatt.data.vocab import (
 )
 
 __all__ = [
-    "EMBEDDED_DATA_DIR", "Corpus", "Sentence", "load_corpus",
+    "EMBEDDED_DATA_DIR", "Corpus", "Sentence", "load_corpus", "corpus_files",
     "read_mrg", "read_ptb", "read_conllu", "read_ud", "list_treebanks", "treebank_name",
     "Vocab", "PAD", "OOV", "PAD_ID", "OOV_ID",
     "build_word_vocab", "build_char_vocab", "build_tag_vocab", "ambiguous_words",

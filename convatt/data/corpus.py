@@ -49,3 +49,13 @@ def load_corpus(preset: str, path: str | os.PathLike) -> Corpus:
     if not path.exists():
         raise ConvattError(f"{preset} corpus path not found", path)
     return read_ptb(path) if preset == "ptb" else read_ud(path)
+
+
+def corpus_files(preset: str, path: str | os.PathLike) -> list[Path]:
+    """The files `load_corpus(preset, path)` reads (after it succeeded)."""
+    from convatt.data.ptb import _wsj_files
+    from convatt.data.ud import SPLITS, find_split_file
+
+    if preset == "ptb":
+        return list(_wsj_files(Path(path)).values())
+    return [find_split_file(path, split) for split in SPLITS]
