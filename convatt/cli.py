@@ -225,10 +225,12 @@ def _interrupt(signum, frame):
 
 def _os_error_message(e: OSError) -> str:
     """One line naming the path: "PATH: No space left on device"."""
+    from convatt.rundir import os_error_reason
+
     where = f"{e.filename}: " if e.filename else ""
     if e.filename2:
         where = f"{e.filename} -> {e.filename2}: "
-    return f"{where}{e.strerror or e}"
+    return f"{where}{os_error_reason(e)}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # every error ends in one line; --debug shows the traceback
         if args.debug:
             raise
-        print(f"convatt: error: {_error_message(e)}", file=sys.stderr)
+        print(f"convatt: error: {' '.join(_error_message(e).split())}", file=sys.stderr)  # one line
         return 2 if isinstance(e, (ConvattError, OSError)) else 1
     return 0
 
@@ -257,7 +259,7 @@ def _error_message(e: Exception) -> str:
         return str(e)
     if isinstance(e, OSError):
         return _os_error_message(e)
-    return (f"unexpected {type(e).__name__}: {e} (a bug in convatt: rerun with --debug for the "
+    return (f"unexpected {type(e).__name__}: {str(e)[:300]} (a bug in convatt: rerun with --debug for the "
             "traceback and report it)")
 
 

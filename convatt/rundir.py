@@ -56,8 +56,19 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
         tmp.unlink(missing_ok=True)
         cause = _os_error_in(e)
         if cause is not None:
-            raise ConvattError(f"cannot write this file: {cause.strerror or cause}", path) from e
+            raise ConvattError(f"cannot write this file: {os_error_reason(cause)}", path) from e
         raise
+
+
+def os_error_reason(e: OSError) -> str:
+    """Why an OSError happened, in one line: "No space left on device". h5py's errors carry
+    no errno attribute, only "errno = 28" inside several lines of text."""
+    if e.strerror:
+        return e.strerror
+    found = re.search(r"errno = (\d+)", str(e))
+    if found:
+        return os.strerror(int(found.group(1)))
+    return " ".join(str(e).split())[:200] or type(e).__name__
 
 
 def _os_error_in(e: BaseException) -> OSError | None:

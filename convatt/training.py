@@ -44,7 +44,7 @@ from convatt.prediction import evaluate, predict_tags
 from convatt.protocol import Protocol
 from convatt.modelfiles import check_weights_file, load_keras_model
 from convatt.rundir import (
-    CHECKPOINT_FILE, RUN_FILES, foreign_entries, read_json, remove_temporaries, run_lock, write_atomically,
+    CHECKPOINT_FILE, RUN_FILES, foreign_entries, os_error_reason, read_json, remove_temporaries, run_lock, write_atomically,
     write_csv, write_json,
 )
 from convatt.runs import CONFIG_FILE, FINGERPRINT_KEY, RESULT_FILE, RunConfig, RunResult, check_types
@@ -229,7 +229,7 @@ def train_run(run: RunConfig, log: Callable[[str], None] = print) -> dict:
                 return RunResult.load(out).to_json()
             return Trainer(run, out, log).run().to_json()
     except OSError as e:  # e.g. mkdir or the lock: a read-only or full file system, a file in the way
-        raise ConvattError(str(e.strerror or e), e.filename or out) from e
+        raise ConvattError(os_error_reason(e), e.filename or out) from e
     finally:
         if created and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # failed before writing anything: leave no trace
