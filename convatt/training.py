@@ -310,15 +310,25 @@ class Trainer:
         config_path = self.out / CONFIG_FILE
         recorded = read_json(config_path).get(FINGERPRINT_KEY)
         if recorded is None:
+            changed = self._changed_vocabularies(data.vocab)
             self.log("note: this run was started by an older convatt that kept no data fingerprint: "
-                     "resuming without checking that the data are unchanged")
-            return
-        changed = DataFingerprint.from_json(recorded, config_path).differences(data.fingerprint)
+                     "resuming with only its vocabularies checked")
+        else:
+            changed = DataFingerprint.from_json(recorded, config_path).differences(data.fingerprint)
         if changed:
             raise ConvattError(
                 f"the data differ from those this run was trained on ({'; '.join(changed)}), so its "
                 f"checkpoint cannot be resumed: restore the data, or train into another --out (or delete "
                 f"{self.out}) to start over", self.run_config.data)
+
+    def _changed_vocabularies(self, now: Vocabularies) -> list[str]:
+        """For a run without a fingerprint: which of its saved vocabularies differ from `now`."""
+        path = self.out / "vocab.json"
+        if not path.exists():
+            return []
+        saved = Vocabularies.load(path)
+        return [f"{name} vocabulary changed" for name in ("words", "chars", "tags")
+                if getattr(saved, name).tokens != getattr(now, name).tokens]
 
     def _remove_checkpoint(self) -> None:
         """Delete the checkpoint's files (only ours) and then the directory, if nothing else is in it."""
