@@ -25,7 +25,8 @@ class DataFingerprint:
     parts: dict[str, str] = field(default_factory=dict)  # "tags vocabulary", "train split", ... -> HEX
 
     @classmethod
-    def measure(cls, data_root: str | os.PathLike, files: Iterable[Path], parts: dict[str, object]) -> "DataFingerprint":
+    def measure(cls, data_root: str | os.PathLike, files: Iterable[Path],
+                parts: dict[str, object]) -> "DataFingerprint":
         root = Path(data_root)
         named = {_relative(p, root): _file_digest(p) for p in files}
         return cls(files=dict(sorted(named.items())), parts={k: _digest(v) for k, v in parts.items()})

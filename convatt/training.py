@@ -44,8 +44,8 @@ from convatt.prediction import evaluate, predict_tags
 from convatt.protocol import Protocol
 from convatt.modelfiles import check_weights_file, load_keras_model
 from convatt.rundir import (
-    CHECKPOINT_FILE, RUN_FILES, foreign_entries, os_error_reason, read_json, remove_temporaries, run_lock, write_atomically,
-    write_csv, write_json,
+    CHECKPOINT_FILE, RUN_FILES, foreign_entries, os_error_reason, read_json, remove_temporaries, run_lock,
+    write_atomically, write_csv, write_json,
 )
 from convatt.runs import CONFIG_FILE, FINGERPRINT_KEY, RESULT_FILE, RunConfig, RunResult, check_types
 from convatt.variants import TaggerConfig, make_config
