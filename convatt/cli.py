@@ -89,6 +89,14 @@ def _check_at_least(flag: str, value: int | None, minimum: int = 1) -> None:
         raise ConvattError(f"{flag} must be at least {minimum}, not {value}")
 
 
+MAX_SEED = 2**32 - 1  # NumPy's and Keras' seeds are unsigned 32-bit integers
+
+
+def _check_seed(seed: int) -> None:
+    if not 0 <= seed <= MAX_SEED:
+        raise ConvattError(f"--seed must be between 0 and {MAX_SEED:,} (2**32 - 1), not {seed}")
+
+
 def cmd_train(args) -> None:
     from convatt.variants import make_config
 
@@ -98,6 +106,9 @@ def cmd_train(args) -> None:
     _check_at_least("--limit", args.limit)
     _check_at_least("--curve-every", args.curve_every, minimum=0)
     _check_at_least("--embeddings-limit", args.embeddings_limit, minimum=0)
+    _check_seed(args.seed)
+    if args.curve_until < -1:
+        raise ConvattError(f"--curve-until must be -1 (always) or at least 0, not {args.curve_until}")
     if args.embeddings and not config.pretrained_words:
         raise ConvattError(f"--embeddings applies to the ptb preset (frozen pretrained vectors); the "
                            f"{args.preset} preset trains its word embeddings from random, as the paper")
@@ -147,7 +158,8 @@ def cmd_evaluate(args) -> None:
     _load_backend(args.debug)
     from convatt.evaluation import evaluate_run
 
-    print(json.dumps(evaluate_run(args.run, args.data, args.split), indent=2))
+    warn = lambda line: print(f"convatt: {line}", file=sys.stderr)
+    print(json.dumps(evaluate_run(args.run, args.data, args.split, warn=warn), indent=2))
 
 
 def cmd_tag(args) -> None:
@@ -335,24 +347,44 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _os_error_message(e: OSError) -> str:
+    """One line naming the path: "PATH: No space left on device"."""
+    from convatt.rundir import os_error_reason
+
+    where = f"{e.filename}: " if e.filename else ""
+    if e.filename2:
+        where = f"{e.filename} -> {e.filename2}: "
+    return f"{where}{os_error_reason(e)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _quiet_backend()
-    signal.signal(signal.SIGTERM, _interrupt)
+    for signum in (signal.SIGINT, signal.SIGTERM):  # one stop path for Ctrl-C, kill and preemption
+        signal.signal(signum, _interrupt)
     try:
         args.func(args)
-    except ConvattError as e:
-        if args.debug:
-            raise
-        print(f"convatt: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         if args.debug:
             raise
         print("\nconvatt: interrupted; finished epochs are kept: rerun the same command to resume",
               file=sys.stderr)
         return 130
+    except Exception as e:  # every error ends in one line; --debug shows the traceback
+        if args.debug:
+            raise
+        print(f"convatt: error: {' '.join(_error_message(e).split())}", file=sys.stderr)  # one line
+        return 2 if isinstance(e, (ConvattError, OSError)) else 1
     return 0
+
+
+def _error_message(e: Exception) -> str:
+    if isinstance(e, ConvattError):
+        return str(e)
+    if isinstance(e, OSError):
+        return _os_error_message(e)
+    return (f"unexpected {type(e).__name__}: {str(e)[:300]} (a bug in convatt: rerun with --debug for the "
+            "traceback and report it)")
 
 
 if __name__ == "__main__":

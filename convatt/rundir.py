@@ -13,6 +13,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import socket
 from pathlib import Path
 from typing import Callable, Iterator
@@ -41,10 +42,78 @@ def commit(tmp: Path, path: Path) -> None:
 
 
 def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
-    """`write(tmp)` to a temporary sibling of `path`, then `commit` it into place."""
+    """`write(tmp)` to a temporary sibling of `path`, then `commit` it into place.
+
+    On any failure (a full disk, a kill's KeyboardInterrupt) the temporary file is
+    removed and `path` keeps its old content; an OSError becomes a ConvattError
+    naming `path`.
+    """
     tmp = atomic_path(path)
-    write(tmp)
-    commit(tmp, path)
+    try:
+        write(tmp)
+        commit(tmp, path)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        cause = _os_error_in(e)
+        if cause is not None:
+            raise ConvattError(f"cannot write this file: {os_error_reason(cause)}", path) from e
+        raise
+
+
+def os_error_reason(e: OSError) -> str:
+    """Why an OSError happened, in one line: "No space left on device". h5py's errors carry
+    no errno attribute, only "errno = 28" inside several lines of text."""
+    if e.strerror:
+        return e.strerror
+    found = re.search(r"errno = (\d+)", str(e))
+    if found:
+        return os.strerror(int(found.group(1)))
+    return " ".join(str(e).split())[:200] or type(e).__name__
+
+
+def _os_error_in(e: BaseException) -> OSError | None:
+    """The OSError behind `e` (Keras and h5py wrap them), if any."""
+    while e is not None:
+        if isinstance(e, OSError) and not isinstance(e, ConvattError):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+# ---- what a run directory may hold ------------------------------------------------
+RUN_FILES = frozenset({"config.json", "vocab.json", "history.csv", "curve.csv", "model.keras",
+                       "result.json", "checkpoint", ".lock"})
+"""Everything `convatt train` writes at a run directory's top level."""
+LAUNCHER_FILE = re.compile(r"train\.log|slurm-[\w.-]*\.(out|err)")
+"""Files the Makefile and Slurm write into a run directory before `convatt train` starts."""
+CHECKPOINT_FILE = re.compile(r"state\.json|epoch-\d+\.keras|best-\d+\.weights\.h5")
+"""What `convatt train` writes into `checkpoint/`."""
+_TEMPORARY = re.compile(r"\.tmp-\d+-(?P<name>.+)")
+
+
+def is_our_temporary(name: str, ours: Callable[[str], bool]) -> bool:
+    """Whether `name` is an `atomic_path` of a file `ours` accepts (left by a killed writer)."""
+    m = _TEMPORARY.fullmatch(name)
+    return bool(m) and ours(m.group("name"))
+
+
+NEW_RUN_FILES = frozenset({".lock", "config.json"})
+"""What a run directory may hold before its config.json is written (a stale lock, a killed write)."""
+
+
+def foreign_entries(out: Path) -> list[str]:
+    """The entries of `out` (not yet holding a config.json) that neither a starting
+    `convatt train` nor its launchers write there."""
+    ours = lambda name: name in NEW_RUN_FILES or bool(LAUNCHER_FILE.fullmatch(name))
+    return sorted(p.name for p in out.iterdir() if not (ours(p.name) or is_our_temporary(p.name, ours)))
+
+
+def remove_temporaries(directory: Path, ours: Callable[[str], bool]) -> None:
+    """Delete the temporary files a killed writer left in `directory` (only ours)."""
+    if directory.is_dir():
+        for p in directory.iterdir():
+            if p.is_file() and is_our_temporary(p.name, ours):
+                p.unlink(missing_ok=True)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -74,11 +143,27 @@ def read_json_or_none(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def read_json(path: Path) -> dict:
+def read_json(path: Path, remedy: str = "") -> dict:
+    """The JSON object in `path`; a missing, unreadable or damaged file is a ConvattError
+    saying what is wrong and then `remedy` (what to do)."""
+    then = f"; {remedy}" if remedy else ""
     try:
-        return json.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+        data = json.loads(text)
+    except FileNotFoundError:
+        raise ConvattError(f"file not found{then}", path) from None
+    except OSError as e:
+        raise ConvattError(f"cannot read this file ({e.strerror or e}){then}", path) from None
+    except UnicodeDecodeError as e:
+        raise ConvattError(f"damaged: not UTF-8 text (byte 0x{e.object[e.start]:02x}){then}", path) from None
     except json.JSONDecodeError as e:
-        raise ConvattError(f"not valid JSON ({e.msg})", path, e.lineno) from None
+        what = "empty" if not text.strip() else f"not valid JSON ({e.msg}; truncated?)"
+        raise ConvattError(f"damaged: {what}{then}", path, e.lineno) from None
+    except (ValueError, RecursionError) as e:  # e.g. an integer of more than 4,300 digits
+        raise ConvattError(f"damaged: {str(e)[:100]}{then}", path) from None
+    if not isinstance(data, dict):
+        raise ConvattError(f"damaged: expected a JSON object, found {type(data).__name__}{then}", path)
+    return data
 
 
 def lock_holder() -> str:

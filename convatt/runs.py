@@ -23,6 +23,24 @@ CONFIG_FORMAT = "convatt-run"
 SCHEMA_VERSION = 2
 PAPER_EPOCHS = 100
 CONFIG_FILE, RESULT_FILE = "config.json", "result.json"
+LEGACY_KEYS = ("preset", "variant", "seed", "data")  # what a config.json without "format" must hold
+FINGERPRINT_KEY = "data_fingerprint"  # beside the options in config.json (convatt.fingerprint)
+_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "dict": dict,
+          "list": list}
+
+
+def check_types(cls, values: dict, where: Path | None, what: str) -> None:
+    """Each value has its dataclass field's annotated type ("int | None": an int or null);
+    a bool is not an int here, as JSON tells them apart."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name, value in values.items():
+        annotation = fields[name].type if isinstance(fields[name].type, str) else ""
+        allowed = [_TYPES[t.strip()] for t in annotation.split("|") if t.strip() in _TYPES]
+        if not allowed:
+            continue
+        is_bool_as_number = isinstance(value, bool) and bool not in allowed
+        if is_bool_as_number or not isinstance(value, tuple(allowed)):
+            raise ConvattError(f"damaged {what}: {name} is {value!r}, expected {annotation}", where)
 
 
 @dataclass(frozen=True)
@@ -60,9 +78,13 @@ class RunConfig:
         """Read `to_json`'s form, or an older config.json (no format: the Keras 3 protocol)."""
         if not isinstance(data, dict):
             raise ConvattError("not a convatt run configuration (expected a JSON object)", where)
+        _check_marker(data, where)
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        values = {k: v for k, v in data.items() if k in known and k != "protocol"}
+        check_types(cls, values, where, "run configuration")
         protocol = data.get("protocol")
+        if protocol is not None and not isinstance(protocol, dict):
+            raise ConvattError(f"damaged run configuration: protocol is {protocol!r}, expected an object", where)
         values["protocol"] = LEGACY_PROTOCOL if protocol is None else Protocol.from_dict(protocol, where)
         try:
             return cls(**values)
@@ -72,10 +94,35 @@ class RunConfig:
     @classmethod
     def load(cls, run_dir: Path) -> "RunConfig":
         path = Path(run_dir) / CONFIG_FILE
-        return cls.from_json(read_json(path), path)
+        return cls.from_json(read_json(path, remedy=DAMAGED_RUN_REMEDY), path)
 
-    def save(self, run_dir: Path) -> None:
-        write_json(Path(run_dir) / CONFIG_FILE, self.to_json())
+    def save(self, run_dir: Path, fingerprint: dict | None = None) -> None:
+        extra = {} if fingerprint is None else {FINGERPRINT_KEY: fingerprint}
+        write_json(Path(run_dir) / CONFIG_FILE, {**self.to_json(), **extra})
+
+    def data_path(self, run_dir: Path) -> str:
+        """`data` as a path that exists from here: an older run's relative path is tried
+        against the current directory, then against the directory the run was started
+        from (the run directory less its `out`), then against the run directory."""
+        data = Path(self.data).expanduser()
+        if data.is_absolute() or data.exists():
+            return str(data)
+        run_dir = Path(run_dir).resolve()
+        out_parts = Path(self.out).parts
+        candidates = [run_dir / data]
+        if not Path(self.out).is_absolute() and run_dir.parts[-len(out_parts):] == out_parts:
+            candidates.insert(0, Path(*run_dir.parts[:-len(out_parts)]) / data)
+        return str(next((c for c in candidates if c.exists()), data))
+
+    def check(self) -> None:
+        """Options a run cannot start with, before anything is written."""
+        if not 0 <= self.seed <= 2**32 - 1:
+            raise ConvattError(f"seed must be between 0 and 2**32 - 1, not {self.seed}")
+        for name, minimum in (("epochs", 1), ("patience", 1), ("batch_size", 1), ("eval_batch_size", 1),
+                              ("limit", 1), ("curve_every", 0), ("embeddings_limit", 0), ("curve_until", -1)):
+            value = getattr(self, name)
+            if value is not None and value < minimum:
+                raise ConvattError(f"{name} must be at least {minimum}, not {value}")
 
     def differences(self, other: "RunConfig") -> list[str]:
         """`field: old -> new` for what differs beyond `RESUMABLE_CHANGES` (paths compared resolved)."""
@@ -97,6 +144,29 @@ class RunConfig:
     def setting(self) -> "Setting":
         return Setting(protocol=self.protocol.label(), mask_padding=self.mask_padding, limit=self.limit,
                        max_epochs=self.epochs if self.epochs < PAPER_EPOCHS else None, precision=self.precision)
+
+
+DAMAGED_RUN_REMEDY = ("if it is a run directory, its run cannot be read back: delete the directory (or this "
+                      "file) and train the run again")
+
+
+def _check_marker(data: dict, where: Path | None) -> None:
+    """A config.json of ours: the `CONFIG_FORMAT` marker (or, older, the `LEGACY_KEYS`)."""
+    if "format" not in data:
+        missing = [k for k in LEGACY_KEYS if k not in data]
+        if missing:
+            raise ConvattError(f"not a convatt run configuration (no \"format\": \"{CONFIG_FORMAT}\" and "
+                               f"no {', '.join(missing)})", where)
+        return
+    if data["format"] != CONFIG_FORMAT:
+        raise ConvattError(f"not a convatt run configuration (format {data['format']!r}, expected "
+                           f"{CONFIG_FORMAT!r})", where)
+    schema = data.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise ConvattError(f"damaged run configuration: schema is {schema!r}, expected 1 or 2", where)
+    if schema > SCHEMA_VERSION:
+        raise ConvattError(f"written by a newer convatt (schema {schema}; this one reads up to "
+                           f"{SCHEMA_VERSION}): update convatt", where)
 
 
 @dataclass(frozen=True, order=True)
@@ -173,12 +243,35 @@ class RunResult:
                         dev={}, parameters=0, epochs_run=0, best_epoch=0, wall_seconds=0.0, backend="",
                         convatt_version="", protocol=LEGACY_PROTOCOL.label())
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{**defaults, **{k: v for k, v in data.items() if k in known}})
+        values = {k: v for k, v in data.items() if k in known}
+        check_types(cls, values, where, "result")
+        for split in ("dev", "test"):
+            _check_scores(values.get(split, {}), split, where)
+        return cls(**{**defaults, **values})
 
     @classmethod
     def load(cls, run_dir: Path) -> "RunResult":
         path = Path(run_dir) / RESULT_FILE
-        return cls.from_json(read_json(path), path)
+        return cls.from_json(read_json(path, remedy=DAMAGED_RUN_REMEDY), path)
 
     def save(self, run_dir: Path) -> None:
         write_json(Path(run_dir) / RESULT_FILE, self.to_json())
+
+
+SCORES = ("all", "oov", "ambiguous")
+
+
+def _check_scores(scores: dict, split: str, where: Path | None) -> None:
+    """A split's accuracies are fractions in [0, 1] (None: no tokens), its counts whole numbers."""
+    for key in SCORES:
+        value = scores.get(key)
+        is_fraction = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+        if not (value is None or is_fraction):
+            raise ConvattError(f"damaged result: {split}.{key} is {value!r}, expected a fraction in [0, 1] "
+                               "or null", where)
+    for key in ("n_" + k for k in SCORES):
+        value = scores.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConvattError(f"damaged result: {split}.{key} is {value!r}, expected a count", where)
+    if not isinstance(scores.get("per_tag", {}), dict):
+        raise ConvattError(f"damaged result: {split}.per_tag is not an object", where)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -34,14 +33,21 @@ import numpy as np
 
 from convatt import __version__, interrupt
 from convatt.batching import iterate_batches
-from convatt.data import EncodedSplit, Vocabularies, build_vocabularies, encode_split, load_corpus, load_word_vectors
+from convatt.data import (
+    EncodedSplit, Vocabularies, build_vocabularies, corpus_files, encode_split, load_corpus, load_word_vectors,
+)
 from convatt.errors import ConvattError
+from convatt.fingerprint import DataFingerprint
 from convatt.metrics import batch_mean_accuracy, token_accuracy
 from convatt.model import build_tagger, count_parameters
 from convatt.prediction import evaluate, predict_tags
 from convatt.protocol import Protocol
-from convatt.rundir import read_json_or_none, run_lock, write_atomically, write_csv, write_json
-from convatt.runs import RESULT_FILE, RunConfig, RunResult
+from convatt.modelfiles import check_weights_file, load_keras_model
+from convatt.rundir import (
+    CHECKPOINT_FILE, RUN_FILES, foreign_entries, os_error_reason, read_json, remove_temporaries, run_lock,
+    write_atomically, write_csv, write_json,
+)
+from convatt.runs import CONFIG_FILE, FINGERPRINT_KEY, RESULT_FILE, RunConfig, RunResult, check_types
 from convatt.variants import TaggerConfig, make_config
 
 HISTORY_COLUMNS = ["epoch", "loss", "train_accuracy", "dev_accuracy", "dev_batch_mean_accuracy", "seconds"]
@@ -62,6 +68,8 @@ class PreparedData:
     is_sample: bool
     word_vectors: np.ndarray | None
     vectors_note: str
+    fingerprint: DataFingerprint
+    unseen_tags: dict[str, int]  # tags of dev/test never seen in training -> their token count
 
 
 def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
@@ -83,8 +91,33 @@ def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
                             "so the numbers are not comparable to the paper's fastText runs")
     note = " ".join(s for s in [corpus.note, f"(--limit {run.limit})" if run.limit else ""] if s)
     encode = lambda sentences: encode_split(sentences, vocab, config.max_len, config.max_word_len)
-    return PreparedData(vocab, encode(corpus.train), encode(corpus.dev), encode(corpus.test), corpus.name, note,
-                        corpus.name == "PTB-sample", vectors, vectors_note)
+    splits = {name: encode(getattr(corpus, name)) for name in ("train", "dev", "test")}
+    fingerprint = DataFingerprint.measure(run.data, corpus_files(run.preset, run.data), {
+        "words vocabulary": vocab.words.tokens, "chars vocabulary": vocab.chars.tokens,
+        "tags vocabulary": vocab.tags.tokens, "ambiguous words": sorted(vocab.ambiguous),
+        **{f"{name} split": list(dataclasses.astuple(split)) for name, split in splits.items()},
+        "word vectors": vectors,
+    })
+    return PreparedData(vocab, splits["train"], splits["dev"], splits["test"], corpus.name, note,
+                        corpus.name == "PTB-sample", vectors, vectors_note, fingerprint,
+                        unseen_tags(corpus.train, corpus.dev + corpus.test))
+
+
+def unseen_tags(train, evaluated) -> dict[str, int]:
+    """Tags of `evaluated` sentences that no training sentence has, with their token counts:
+    the model never learns them, so each of their tokens is counted wrong."""
+    seen = {tag for sentence in train for _, tag in sentence}
+    counts: dict[str, int] = {}
+    for sentence in evaluated:
+        for _, tag in sentence:
+            if tag not in seen:
+                counts[tag] = counts.get(tag, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def describe_unseen_tags(counts: dict[str, int], split: str = "dev/test") -> str:
+    listed = ", ".join(f"{tag} ({n:,} token{'s' * (n != 1)})" for tag, n in counts.items())
+    return f"{split} tag(s) never seen in training, so always counted wrong: {listed}"
 
 
 @dataclass(frozen=True)
@@ -140,9 +173,22 @@ class TrainState:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> "TrainState":
+    def from_json(cls, data: dict, where: Path | None = None) -> "TrainState":
+        """Read state.json, checking types and that its numbers agree with each other."""
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        check_types(cls, {k: v for k, v in values.items() if k not in ("history", "curve")}, where, "state")
+        for key in ("history", "curve"):
+            rows = values.get(key, [])
+            if not (isinstance(rows, list) and all(isinstance(r, dict) for r in rows)):
+                raise ConvattError(f"damaged state: {key} is not a list of rows", where)
+        state = cls(**values)
+        consistent = (1 <= state.epoch == len(state.history) and 1 <= state.best_epoch <= state.epoch
+                      and 0 <= state.bad_epochs <= state.epoch and state.step >= 0)
+        if not consistent:
+            raise ConvattError(f"damaged state: epoch {state.epoch}, best epoch {state.best_epoch}, "
+                               f"{len(state.history)} history rows do not agree", where)
+        return state
 
 
 class Progress:
@@ -169,26 +215,44 @@ class Progress:
 def train_run(run: RunConfig, log: Callable[[str], None] = print) -> dict:
     """Train (or resume, or skip if complete) one run; return its result.json content."""
     make_config(run.preset, run.variant, run.protocol)  # unknown names fail before anything is written
+    run.check()
     out = Path(run.out)
-    _check_same_run(out, run)
+    _check_out_dir(out, run)
     if (out / RESULT_FILE).exists():
         log(f"{out}: complete (result.json exists); nothing to do")
         return RunResult.load(out).to_json()
-    out.mkdir(parents=True, exist_ok=True)
-    with run_lock(out):
-        if (out / RESULT_FILE).exists():  # finished by another process meanwhile
-            return RunResult.load(out).to_json()
-        return Trainer(run, out, log).run().to_json()
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with run_lock(out):
+            if (out / RESULT_FILE).exists():  # finished by another process meanwhile
+                return RunResult.load(out).to_json()
+            return Trainer(run, out, log).run().to_json()
+    except OSError as e:  # e.g. mkdir or the lock: a read-only or full file system, a file in the way
+        raise ConvattError(os_error_reason(e), e.filename or out) from e
+    finally:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # failed before writing anything: leave no trace
 
 
-def _check_same_run(out: Path, run: RunConfig) -> None:
-    """Refuse to resume into a directory that holds a different run."""
-    if not (out / "config.json").exists():
+def _check_out_dir(out: Path, run: RunConfig) -> None:
+    """`out` is new, empty, a launcher's fresh directory (train.log) or this same run;
+    convatt never writes into a directory holding anything else."""
+    if out.exists() and not out.is_dir():
+        raise ConvattError("--out names a file, not a directory", out)
+    if not out.is_dir():
         return
-    differ = RunConfig.load(out).differences(run)
-    if differ:
-        raise ConvattError(f"this run directory holds a different run ({', '.join(differ)}); "
-                           "use another --out or delete the directory", out / "config.json")
+    if (out / CONFIG_FILE).exists():
+        differ = RunConfig.load(out).differences(run)
+        if differ:
+            raise ConvattError(f"this run directory holds a different run ({', '.join(differ)}); "
+                               "use another --out or delete the directory", out / CONFIG_FILE)
+        return
+    foreign = foreign_entries(out)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ConvattError(f"--out is not empty and is not a convatt run directory (no config.json; it holds "
+                           f"{shown}); convatt does not write into it: use a new or empty directory", out)
 
 
 def configure_matmul_precision(protocol: Protocol) -> None:
@@ -216,7 +280,10 @@ class Trainer:
     def run(self) -> RunResult:
         run = self.run_config
         data = prepare_data(run, self.config)  # bad input fails here, before the directory is claimed
-        run.save(self.out)
+        remove_temporaries(self.out, lambda name: name in RUN_FILES)
+        remove_temporaries(self.ckpt, lambda name: bool(CHECKPOINT_FILE.fullmatch(name)))
+        self._check_same_data(data)
+        run.save(self.out, fingerprint=data.fingerprint.to_json())
         self._describe(data)
         configure_matmul_precision(run.protocol)
         model, state = self._restore_or_build(data)
@@ -232,12 +299,52 @@ class Trainer:
         result = self._result(model, data, state, n_params)
         write_atomically(self.out / "model.keras", model.save)
         result.save(self.out)
-        shutil.rmtree(self.ckpt, ignore_errors=True)
+        self._remove_checkpoint()
         self._report(result, state)
         return result
 
+    def _check_same_data(self, data: PreparedData) -> None:
+        """Before resuming a checkpoint: refuse data that differ from those it was trained on."""
+        if not (self.ckpt / "state.json").exists():
+            return  # nothing trained yet: the data may have been fixed since
+        config_path = self.out / CONFIG_FILE
+        recorded = read_json(config_path).get(FINGERPRINT_KEY)
+        if recorded is None:
+            changed = self._changed_vocabularies(data.vocab)
+            self.log("note: this run was started by an older convatt that kept no data fingerprint: "
+                     "resuming with only its vocabularies checked")
+        else:
+            changed = DataFingerprint.from_json(recorded, config_path).differences(data.fingerprint)
+        if changed:
+            raise ConvattError(
+                f"the data differ from those this run was trained on ({'; '.join(changed)}), so its "
+                f"checkpoint cannot be resumed: restore the data, or train into another --out (or delete "
+                f"{self.out}) to start over", self.run_config.data)
+
+    def _changed_vocabularies(self, now: Vocabularies) -> list[str]:
+        """For a run without a fingerprint: which of its saved vocabularies differ from `now`."""
+        path = self.out / "vocab.json"
+        if not path.exists():
+            return []
+        saved = Vocabularies.load(path)
+        return [f"{name} vocabulary changed" for name in ("words", "chars", "tags")
+                if getattr(saved, name).tokens != getattr(now, name).tokens]
+
+    def _remove_checkpoint(self) -> None:
+        """Delete the checkpoint's files (only ours) and then the directory, if nothing else is in it."""
+        if not self.ckpt.is_dir():
+            return
+        for f in self.ckpt.iterdir():
+            if CHECKPOINT_FILE.fullmatch(f.name):
+                f.unlink(missing_ok=True)
+        if any(self.ckpt.iterdir()):
+            self.log(f"note: {self.ckpt} holds files convatt did not write; they are left there")
+        else:
+            self.ckpt.rmdir()
+
     def _describe(self, data: PreparedData) -> None:
-        for note in (data.note, data.vectors_note):
+        unseen = describe_unseen_tags(data.unseen_tags) if data.unseen_tags else ""
+        for note in (data.note, data.vectors_note, unseen):
             if note:
                 self.log(f"note: {note}")
         data.vocab.save(self.out / "vocab.json")
@@ -246,12 +353,8 @@ class Trainer:
                  f"train/dev/test sequences; {len(v.words):,} words, {len(v.chars):,} chars, {len(v.tags):,} labels")
 
     def _restore_or_build(self, data: PreparedData) -> tuple[keras.Model, TrainState]:
-        saved = read_json_or_none(self.ckpt / "state.json")  # None: no epoch finished (or a torn write)
-        if saved:
-            state = TrainState.from_json(saved)
-            model = keras.saving.load_model(self.ckpt / f"epoch-{state.epoch}.keras")
-            for variable, value in zip(_seed_states(model), saved["seed_states"]):
-                variable.assign(np.asarray(value, dtype=variable.dtype))
+        if (self.ckpt / "state.json").exists():  # written last: an epoch's checkpoint is complete
+            model, state = self._restore()
             self.log(f"resuming from epoch {state.epoch} (best dev {100 * state.best_dev:.2f}% "
                      f"at epoch {state.best_epoch})")
             return model, state
@@ -261,6 +364,35 @@ class Trainer:
                              jit_compile=self.run_config.jit_compile, protocol=self.run_config.protocol,
                              dtype_policy=self.run_config.precision)
         return model, TrainState()
+
+    def _restore(self) -> tuple[keras.Model, TrainState]:
+        """The last finished epoch's model and state, every checkpoint file checked first."""
+        remedy = (f"the checkpoint is damaged and older epochs are not kept: delete {self.ckpt} to "
+                  "train this run again from epoch 1")
+        path = self.ckpt / "state.json"
+        saved = read_json(path, remedy)
+        try:
+            state = TrainState.from_json(saved, path)
+        except ConvattError as e:
+            raise ConvattError(f"{e.message}; {remedy}", path) from None
+        model = load_keras_model(self.ckpt / f"epoch-{state.epoch}.keras", remedy)
+        seed_states, variables = saved.get("seed_states"), _seed_states(model)
+        if not (isinstance(seed_states, list) and len(seed_states) == len(variables)):
+            raise ConvattError(f"damaged state: seed_states do not match the model's; {remedy}", path)
+        try:
+            for variable, value in zip(variables, seed_states):
+                variable.assign(np.asarray(value, dtype=variable.dtype).reshape(variable.shape))
+        except (ValueError, TypeError) as e:
+            raise ConvattError(f"damaged state: seed_states ({e}); {remedy}", path) from None
+        best = self.ckpt / f"best-{state.best_epoch}.weights.h5"
+        try:  # now, not after the remaining epochs
+            check_weights_file(best, remedy)
+        except ConvattError:
+            if state.best_epoch != state.epoch:
+                raise
+            write_atomically(best, model.save_weights)  # the best epoch is the last one: rewrite its weights
+            self.log(f"note: {best.name} was damaged; rewritten from epoch-{state.epoch}.keras")
+        return model, state
 
     def _train_epoch(self, model: keras.Model, data: PreparedData, state: TrainState) -> bool:
         """One epoch of training, its dev score and history row; whether it improved."""
@@ -319,7 +451,7 @@ class Trainer:
         write_json(self.ckpt / "state.json", {**state.to_json(), "seed_states": seed_states})
         keep = {f"best-{state.best_epoch}.weights.h5", f"epoch-{state.epoch}.keras", "state.json"}
         for f in self.ckpt.iterdir():
-            if f.name not in keep:
+            if f.name not in keep and CHECKPOINT_FILE.fullmatch(f.name):  # never a file of someone else's
                 f.unlink(missing_ok=True)
         write_csv(self.out / "history.csv", state.history, HISTORY_COLUMNS)
         write_csv(self.out / "curve.csv", state.curve, CURVE_COLUMNS)

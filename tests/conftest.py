@@ -54,6 +54,36 @@ def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[
             "--curve-every", "2", "--jit-compile", "off", "--out", str(out)]
 
 
+PAUSING_CLI = """
+import sys, time
+from convatt import training
+
+update = training.Progress.update
+
+
+def update_then_pause(self, i, loss, acc):
+    update(self, i, loss, acc)
+    if (self.epoch, i) == (2, 1):  # the test signals now; wait for it and, as a backend may, swallow it
+        try:
+            time.sleep(120)
+        except KeyboardInterrupt:
+            pass
+
+
+training.Progress.update = update_then_pause
+from convatt.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def pausing_command(out: Path) -> list[str]:
+    """`tiny_command`, but the process waits after printing "epoch 2/2  batch 1/..." and
+    swallows the KeyboardInterrupt a signal raises there: a test that signals it on that
+    line cannot race (the run never gets ahead of the test), and only the stop flag
+    (convatt.interrupt) that the CLI's handler sets can stop the run."""
+    return [sys.executable, "-c", PAUSING_CLI, *tiny_command(out)[3:]]
+
+
 @pytest.fixture(scope="session")
 def tiny_runs(tmp_path_factory) -> Path:
     """A runs root `ptb/<variant>/seed<S>/` of real 2-epoch runs on 160 PTB-sample sentences."""

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import LINES, TINY_SEEDS, TINY_VARIANTS, tiny_command, tiny_options
+from conftest import LINES, TINY_SEEDS, TINY_VARIANTS, pausing_command, tiny_command, tiny_options
 from convatt import training
 from convatt.data import load_corpus
 from convatt.errors import ConvattError
@@ -124,7 +124,8 @@ def test_nan_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
 
 
 def _start(out):
-    return subprocess.Popen(tiny_command(out), env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    """A tiny run that pauses in epoch 2, batch 1 (see `pausing_command`)."""
+    return subprocess.Popen(pausing_command(out), env={**os.environ, "PYTHONUNBUFFERED": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -157,6 +158,8 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, tiny_runs):
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_leaves_a_resumable_directory(tmp_path, signum):
+    """Both signals take the stop flag's path: the run stops even though the process
+    swallows the KeyboardInterrupt (a handler that only raised it would run on, exit 0)."""
     run = tmp_path / "run"
     proc = _start(run)
     for line in proc.stdout:

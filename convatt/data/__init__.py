@@ -11,7 +11,7 @@ from convatt.data.encode import (
     EncodedSplit, Vocabularies, build_vocabularies, chunk, encode_split,
 )
 from convatt.data.ptb import read_mrg, read_ptb
-from convatt.data.load import load_corpus
+from convatt.data.load import corpus_files, load_corpus
 from convatt.data.ud import read_conllu, read_ud, treebank_key, treebank_name
 from convatt.data.vocab import (
     OOV, OOV_ID, PAD, PAD_ID, Vocab, ambiguous_words, build_char_vocab, build_tag_vocab,
@@ -19,7 +19,7 @@ from convatt.data.vocab import (
 )
 
 __all__ = [
-    "EMBEDDED_DATA_DIR", "Corpus", "Sentence", "load_corpus",
+    "EMBEDDED_DATA_DIR", "Corpus", "Sentence", "load_corpus", "corpus_files",
     "read_mrg", "read_ptb", "read_conllu", "read_ud", "treebank_key", "treebank_name",
     "Vocab", "PAD", "OOV", "PAD_ID", "OOV_ID",
     "build_word_vocab", "build_char_vocab", "build_tag_vocab", "ambiguous_words",

@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-
 Sentence = list[tuple[str, str]]
 """One sentence as (word form, tag) pairs."""
 

@@ -119,7 +119,10 @@ class Vocabularies:
             "tags": list(self.tags.tokens), "ambiguous": sorted(self.ambiguous),
             "pad_spelling": self.pad_spelling,
         }
-        Path(path).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        from convatt.rundir import write_atomically  # a kill never leaves half a vocab.json
+
+        text = json.dumps(data, ensure_ascii=False)
+        write_atomically(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Vocabularies":
@@ -133,9 +136,16 @@ class Vocabularies:
             raise ConvattError(f"not valid JSON: {e.msg}", path, e.lineno) from e
         except (OSError, UnicodeDecodeError) as e:
             raise ConvattError(f"cannot read vocabularies: {e}", path) from e
+        except (ValueError, RecursionError) as e:  # e.g. an integer of more than 4,300 digits
+            raise ConvattError(f"malformed vocabularies file: {str(e)[:100]}", path) from e
         if not isinstance(data, dict) or data.get("format") != "convatt-vocabularies":
             raise ConvattError("not a convatt vocabularies file (no \"format\": "
                                "\"convatt-vocabularies\")", path)
+        for key in ("words", "chars", "tags", "ambiguous"):
+            if not (isinstance(data.get(key), list) and all(isinstance(t, str) for t in data[key])):
+                raise ConvattError(f"malformed vocabularies file: {key} is not a list of strings", path)
+        if not isinstance(data.get("pad_spelling", ""), str):
+            raise ConvattError("malformed vocabularies file: pad_spelling is not a string", path)
         try:
             return cls(Vocab(tuple(data["words"])), Vocab(tuple(data["chars"])),
                        Vocab(tuple(data["tags"])), frozenset(data["ambiguous"]),

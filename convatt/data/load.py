@@ -5,8 +5,8 @@ import os
 from pathlib import Path
 
 from convatt.data.corpus import PRESETS, Corpus
-from convatt.data.ptb import read_ptb
-from convatt.data.ud import read_ud
+from convatt.data.ptb import _directory_files, read_ptb
+from convatt.data.ud import SPLITS, find_split_file, read_ud
 from convatt.errors import ConvattError
 
 
@@ -19,3 +19,12 @@ def load_corpus(preset: str, path: str | os.PathLike) -> Corpus:
     if not path.exists():
         raise ConvattError(f"{preset} corpus path not found", path)
     return read_ptb(path) if preset == "ptb" else read_ud(path)
+
+
+def corpus_files(preset: str, path: str | os.PathLike) -> list[Path]:
+    """The files `load_corpus(preset, path)` reads (after it succeeded): a PTB archive
+    itself, or its .mrg files; a treebank's three .conllu files."""
+    path = Path(path)
+    if preset == "ptb":
+        return [path] if path.is_file() else [where for where, _ in _directory_files(path).values()]
+    return [find_split_file(path, split) for split in SPLITS]
