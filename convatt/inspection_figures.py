@@ -16,6 +16,11 @@ def _grid(nrows: int, ncols: int, size: float = 2.6) -> tuple[Figure, np.ndarray
     return fig, np.atleast_2d(fig.subplots(nrows, ncols, squeeze=False))
 
 
+def _title(fig: Figure, text: str) -> None:
+    """The figure's title, wrapped to its width (long variant labels on a one-panel figure)."""
+    fig.suptitle(text, fontsize=10, wrap=True)
+
+
 def _heatmap(fig: Figure, ax, values: np.ndarray, title: str, symmetric: bool = True) -> None:
     limit = float(np.abs(values).max()) or 1.0
     style = dict(cmap=DIVERGING, vmin=-limit, vmax=limit) if symmetric else dict(cmap="viridis", vmin=0)
@@ -32,7 +37,7 @@ def position_interactions(matrices: dict[int, np.ndarray], label: str) -> Figure
             _heatmap(fig, ax, matrix, f"layer {layer}, head {h}")
             ax.set_xlabel("key position")
             ax.set_ylabel("query position")
-    fig.suptitle(f"{label}: position interactions $A^p$")
+    _title(fig, f"{label}: position interactions $A^p$")
     return fig
 
 
@@ -47,7 +52,7 @@ def relative_biases(biases: dict[int, tuple[np.ndarray, np.ndarray]], label: str
         ax.set_ylabel("bias added to the score")
         ax.set_title(f"layer {layer}", fontsize=9)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{label}: relative biases $A^r$")
+    _title(fig, f"{label}: relative biases $A^r$")
     return fig
 
 
@@ -65,7 +70,7 @@ def temperatures(table: pd.DataFrame, label: str) -> Figure:
         ax.set_xlabel("layer")
         ax.set_title(f"$\\gamma_{name[-1]}$", fontsize=10)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"{label}: learned temperatures (1 at the start)")
+    _title(fig, f"{label}: learned temperatures (1 at the start)")
     return fig
 
 
@@ -80,7 +85,7 @@ def conv2d_kernels(kernels: dict[int, tuple[str, np.ndarray, np.ndarray]], label
                 ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=7)
             ax.set_xticks([])
             ax.set_yticks([])
-    fig.suptitle(f"{label}: 2d attention convolution filters (rows: query offset, columns: key offset)")
+    _title(fig, f"{label}: 2d attention convolution filters (rows: query offset, columns: key offset)")
     return fig
 
 
@@ -93,7 +98,7 @@ def conv1d_kernels(layer: int, kernel: np.ndarray, label: str) -> Figure:
             _heatmap(fig, axes[h][tap], kernel[h, tap], f"head {h + 1}, query offset {tap - (taps - 1) // 2:+d}")
             axes[h][tap].set_xlabel("output key column")
             axes[h][tap].set_ylabel("input key column")
-    fig.suptitle(f"{label}: layer {layer}, 1d attention convolution kernels")
+    _title(fig, f"{label}: layer {layer}, 1d attention convolution kernels")
     return fig
 
 
@@ -114,7 +119,7 @@ def attention_maps(layer: int, tokens: list[str], softmax: np.ndarray, convolved
                      symmetric=False)
             ax.set_xticks(range(n), tokens, rotation=90, fontsize=6)
             ax.set_yticks(range(n), tokens, fontsize=6)
-    fig.suptitle(f"{label}: layer {layer} attention (rows: queries, columns: keys)")
+    _title(fig, f"{label}: layer {layer} attention (rows: queries, columns: keys)")
     return fig
 
 
@@ -123,7 +128,7 @@ def position_embedding_similarity(similarity: np.ndarray, label: str) -> Figure:
     _heatmap(fig, axes[0][0], similarity, "cosine similarity of position embeddings")
     axes[0][0].set_xlabel("position")
     axes[0][0].set_ylabel("position")
-    fig.suptitle(label)
+    _title(fig, label)
     return fig
 
 
@@ -139,5 +144,5 @@ def entropy_by_layer(stats: pd.DataFrame, label: str) -> Figure:
     ax.set_xlabel("layer")
     ax.set_ylabel("mean entropy of a query's attention (nats)")
     ax.legend(fontsize=7)
-    fig.suptitle(f"{label}: attention entropy over the dev split")
+    _title(fig, f"{label}: attention entropy over the dev split")
     return fig
