@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import sys
@@ -112,3 +113,20 @@ def tiny_ud_runs(tmp_path_factory) -> Path:
                             data=str(LINES), curve_every=0, **size)
         train_run(opts, log=lambda s: None)
     return root
+
+
+@contextlib.contextmanager
+def lock_held(path: Path, holder: str, seconds: int = 600):
+    """Another process holds an flock on `path` (as a trainer does its run lock), writing `holder`."""
+    import subprocess
+
+    process = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, sys.argv[2].encode()); print('locked', flush=True); "
+        "time.sleep(int(sys.argv[3]))"), str(path), holder, str(seconds)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        process.kill()
+        process.wait()

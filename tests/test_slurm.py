@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import lock_held
 from test_makefile import ROOT, make_env
 
 VENV = Path(sys.prefix)
@@ -133,17 +134,9 @@ def test_a_lock_of_a_slurm_task_that_is_gone_does_not_block(tmp_path):
     runs = tmp_path / "runs"
     run = runs / "ud" / f"UD_{TREEBANK}" / "san" / "seed1"
     run.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR); "
-        "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'deadnode pid 4242 slurm 999999_3'); "
-        "print('locked', flush=True); time.sleep(600)"), str(run / ".lock")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held(run / ".lock", "deadnode pid 4242 slurm 999999_3"):
         _, job_id = submitted(submit_grid(runs, "VARIANTS=san", "SEEDS=1", "EPOCHS=1", "LIMIT=30"))
         wait_for(job_id)
-    finally:
-        holder.kill()
-        holder.wait()
     assert (run / "result.json").exists(), failure_logs(runs)
     (task_log,) = submission_of(runs, job_id).glob("logs/*.out")
     assert "removed the lock of Slurm task 999999_3, which is gone" in task_log.read_text()

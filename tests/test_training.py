@@ -4,15 +4,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from collections import Counter
 
 import keras
 import numpy as np
 import pytest
 
-from conftest import LINES, TINY_SEEDS, TINY_VARIANTS, pausing_command, tiny_command, tiny_options
+from conftest import LINES, TINY_SEEDS, TINY_VARIANTS, lock_held, pausing_command, tiny_command, tiny_options
 from convatt import training
 from convatt.data import load_corpus
 from convatt.errors import ConvattError
@@ -78,17 +76,9 @@ def test_a_directory_holding_another_run_is_refused(tiny_runs):
 
 
 def test_a_live_lock_is_refused(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR); "
-        "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'otherhost pid 4242'); print('locked', flush=True); "
-        "time.sleep(60)"), str(tmp_path / ".lock")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held(tmp_path / ".lock", "otherhost pid 4242", seconds=60):
         with pytest.raises(ConvattError, match=r"another process \(otherhost pid 4242\)"):
             train_run(tiny_options(tmp_path), log=lambda s: None)
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_a_stale_lock_file_does_not_block_the_run(tmp_path, tiny_runs):
