@@ -21,12 +21,29 @@ RUN_FILES = ("config.json", "vocab.json", "model.keras")
 class RunSettings:
     """What a run was trained with, as far as using its model needs."""
 
-    preset: str
-    variant: str
-    data: str  # the corpus it was trained on
-    limit: int | None  # at most this many sentences per split, if set
-    mask_padding: bool
-    run_config: RunConfig
+    run_config: RunConfig  # config.json; the fields below are read from it, never copied
+
+    @property
+    def preset(self) -> str:
+        return self.run_config.preset
+
+    @property
+    def variant(self) -> str:
+        return self.run_config.variant
+
+    @property
+    def data(self) -> str:
+        """The corpus the run was trained on."""
+        return self.run_config.data
+
+    @property
+    def limit(self) -> int | None:
+        """At most this many sentences per split, if set."""
+        return self.run_config.limit
+
+    @property
+    def mask_padding(self) -> bool:
+        return self.run_config.mask_padding
 
     @property
     def config(self) -> TaggerConfig:
@@ -53,8 +70,7 @@ def check_run_dir(run: str | os.PathLike) -> Path:
 
 def load_settings(run: str | os.PathLike) -> RunSettings:
     """The run's settings from its config.json."""
-    config = RunConfig.load(check_run_dir(run))
-    return RunSettings(config.preset, config.variant, config.data, config.limit, config.mask_padding, config)
+    return RunSettings(RunConfig.load(check_run_dir(run)))
 
 
 def load_vocabularies(run: str | os.PathLike) -> Vocabularies:
