@@ -20,7 +20,6 @@ expect, reads as a shorter curve: nothing in the files tells it apart.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -38,8 +37,6 @@ HISTORY_NUMBERS = ("epoch", "loss", "train_accuracy", "dev_accuracy", "seconds")
 CURVE_NUMBERS = ("step", "epoch", "dev_accuracy")
 OPTIONAL_NUMBERS = ("dev_batch_mean_accuracy",)
 ACCURACIES = ("train_accuracy", "dev_accuracy", "dev_batch_mean_accuracy")
-_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "dict": dict, "None": type(None),
-          "Protocol": object}  # the protocol is checked by `Protocol.from_dict`
 
 
 class DamagedRunError(ConvattError):
@@ -102,65 +99,31 @@ def _json_object(path: Path) -> dict:
     return data
 
 
-def _check_types(record, path: Path) -> None:
-    """Every field of a `RunResult`/`RunConfig` has the type its annotation names."""
-    for f in dataclasses.fields(record):
-        value = getattr(record, f.name)
-        allowed = tuple(_TYPES[name.strip()] for name in str(f.type).split("|"))
-        wrong_bool = isinstance(value, bool) and bool not in allowed  # True is an int to Python
-        if wrong_bool or not isinstance(value, allowed):
-            raise DamagedRunError(f"{f.name} should be {f.type}, not {value!r}", path)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise DamagedRunError(f"{f.name} is not a finite number: {value!r}", path)
-
-
-def _check_scores(split: str, scores: dict, path: Path) -> None:
-    """Accuracies are fractions or null (no tokens); counts are whole numbers."""
-    for key, value in scores.items():
-        if key.startswith("n_"):
-            ok = value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
-        elif key in ("all", "oov", "ambiguous"):
-            ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                   and 0 <= value <= 1)
-        else:
-            continue  # per_tag and other details: not read by the tables
-        if not ok:
-            raise DamagedRunError(f"{split}.{key} is not a valid value: {value!r}", path)
-
-
 def read_result(path: Path) -> RunResult:
-    """result.json, with every field of the type `RunResult` gives it."""
+    """result.json, typed and its scores checked by `RunResult.from_json`, plus what the tables need."""
     try:
         result = RunResult.from_json(_json_object(path), path)
     except DamagedRunError:
         raise
     except ConvattError as e:
         raise DamagedRunError(e.message, path) from None
-    _check_types(result, path)
     if result.preset not in PRESETS:
         raise DamagedRunError(f"unknown preset {result.preset!r}", path)
     if result.epochs_run < 1:
         raise DamagedRunError(f"epochs_run should be at least 1, not {result.epochs_run}", path)
-    for split in ("dev", "test"):
-        _check_scores(split, getattr(result, split), path)
     if result.test.get("all") is None:  # every test split has tokens
         raise DamagedRunError("test.all is missing", path)
     return result
 
 
 def read_config(path: Path) -> RunConfig:
-    """config.json, with every field of the type `RunConfig` gives it."""
-    data = _json_object(path)
-    if not isinstance(data.get("protocol", {}), (dict, type(None))):
-        raise DamagedRunError(f"protocol should be an object, not {data['protocol']!r}", path)
+    """config.json, every field typed by `RunConfig.from_json`."""
     try:
-        config = RunConfig.from_json(data, path)
+        return RunConfig.from_json(_json_object(path), path)
     except DamagedRunError:
         raise
     except ConvattError as e:
         raise DamagedRunError(e.message, path) from None
-    _check_types(config, path)
-    return config
 
 
 # ---------------------------------------------------------------- CSV files

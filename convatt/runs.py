@@ -11,6 +11,7 @@ with Keras 3's defaults, and load as `LEGACY_PROTOCOL` ("keras3").
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,8 @@ def check_types(cls, values: dict, where: Path | None, what: str) -> None:
         is_bool_as_number = isinstance(value, bool) and bool not in allowed
         if is_bool_as_number or not isinstance(value, tuple(allowed)):
             raise ConvattError(f"damaged {what}: {name} is {value!r}, expected {annotation}", where)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConvattError(f"damaged {what}: {name} is {value!r}, expected a finite number", where)
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ DAMAGE = {  # class of damage: (file, how, what the warning says)
     "result: not an object": ("result.json", lambda p: p.write_text("[1, 2]"), "not a JSON object"),
     "config: truncated beside a good result": ("config.json", cut(40), "not valid JSON"),
     "config: wrong type": ("config.json", set_json("epochs", "100"), "epochs is '100', expected int"),
-    "config: protocol not an object": ("config.json", set_json("protocol", 5), "protocol should be an object"),
+    "config: protocol not an object": ("config.json", set_json("protocol", 5), "protocol is 5, expected an object"),
     "config: unknown protocol item": ("config.json", set_json("protocol.optimizer", "sgd"), "protocol item"),
     "history: missing": ("history.csv", Path.unlink, "missing"),
     "history: not UTF-8": ("history.csv", bad_byte, "not UTF-8"),

@@ -5,11 +5,11 @@ import numpy as np
 import keras
 from keras import ops
 
-from convatt.layers._utils import check_scores_shape
+from convatt.layers._score_bias import ScoreBias
 
 
 @keras.saving.register_keras_serializable(package="convatt")
-class AlibiBias(keras.layers.Layer):
+class AlibiBias(ScoreBias):
     """Adds the fixed linear distance penalty `-m_h * |i - j|` to attention scores.
 
     Head `h = 1 .. n` of `n` heads has slope `m_h = 2^(-8h / n)` (for 4 heads:
@@ -54,29 +54,13 @@ class AlibiBias(keras.layers.Layer):
         """The per-head slopes `2^(-8h / n)`, `h = 1 .. n`."""
         return 2.0 ** (-8.0 * np.arange(1, self.num_heads + 1) / self.num_heads)
 
-    def bias(self, query_len, key_len):
+    def bias_float32(self, query_len, key_len):
         """The bias `(num_heads, query_len, key_len)`, in float32."""
         distance = ops.abs(
             ops.expand_dims(ops.arange(query_len), 1) - ops.expand_dims(ops.arange(key_len), 0)
         )
         slopes = ops.convert_to_tensor(self.slopes.reshape(-1, 1, 1), dtype="float32")
         return -slopes * ops.cast(ops.expand_dims(distance, 0), "float32")
-
-    def build(self, input_shape=None):
-        if input_shape is not None:
-            check_scores_shape(self.name, input_shape, self.num_heads)
-
-    def add_float32(self, attention_scores):
-        """`attention_scores + bias`, computed and returned in float32."""
-        check_scores_shape(self.name, attention_scores.shape, self.num_heads)
-        shape = ops.shape(attention_scores)
-        return ops.cast(attention_scores, "float32") + self.bias(shape[-2], shape[-1])
-
-    def call(self, attention_scores):
-        return ops.cast(self.add_float32(attention_scores), self.compute_dtype)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
 
     def get_config(self) -> dict:
         config = super().get_config()

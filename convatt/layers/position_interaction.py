@@ -4,11 +4,12 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from convatt.layers._utils import check_scores_shape, per_head_initializer
+from convatt.layers._score_bias import ScoreBias
+from convatt.layers._utils import per_head_initializer
 
 
 @keras.saving.register_keras_serializable(package="convatt")
-class PositionInteraction(keras.layers.Layer):
+class PositionInteraction(ScoreBias):
     """Adds a learnable `max_len x max_len` matrix per head to attention scores.
 
     This is the "+P" modification of Dufter, Schmitt & Schütze (2020): the
@@ -61,8 +62,7 @@ class PositionInteraction(keras.layers.Layer):
         self.num_heads = int(num_heads)
 
     def build(self, input_shape=None):
-        if input_shape is not None:
-            check_scores_shape(self.name, input_shape, self.num_heads, self.max_len)
+        super().build(input_shape)
         shape = (self.num_heads, self.max_len, self.max_len)
         self.interactions = self.add_weight(
             name="interactions",
@@ -71,19 +71,9 @@ class PositionInteraction(keras.layers.Layer):
             autocast=False,  # read in float32 even inside a mixed-precision parent
         )
 
-    def add_float32(self, attention_scores):
-        """`attention_scores + A^p[:, :query_len, :key_len]`, computed and returned in float32."""
-        check_scores_shape(self.name, attention_scores.shape, self.num_heads, self.max_len)
-        shape = ops.shape(attention_scores)
-        query_len, key_len = shape[-2], shape[-1]
-        interactions = ops.cast(self.interactions[:, :query_len, :key_len], "float32")
-        return ops.cast(attention_scores, "float32") + interactions
-
-    def call(self, attention_scores):
-        return ops.cast(self.add_float32(attention_scores), self.compute_dtype)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
+    def bias_float32(self, query_len, key_len):
+        """`A^p[:, :query_len, :key_len]` in float32."""
+        return ops.cast(self.interactions[:, :query_len, :key_len], "float32")
 
     def get_config(self) -> dict:
         config = super().get_config()

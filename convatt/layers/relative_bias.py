@@ -7,14 +7,15 @@ import keras
 import numpy as np
 from keras import ops
 
-from convatt.layers._utils import check_scores_shape, per_head_initializer
+from convatt.layers._score_bias import ScoreBias
+from convatt.layers._utils import per_head_initializer
 
 
 PARAMETERIZATIONS = ("lookup", "circulant")
 
 
 @keras.saving.register_keras_serializable(package="convatt")
-class RelativeBias(keras.layers.Layer):
+class RelativeBias(ScoreBias):
     """Adds a learnable bias per head and relative offset to attention scores.
 
     This is the "+R" modification of Dufter, Schmitt & Schütze (2020), with a
@@ -78,8 +79,7 @@ class RelativeBias(keras.layers.Layer):
         self.parameterization = parameterization
 
     def build(self, input_shape=None):
-        if input_shape is not None:
-            check_scores_shape(self.name, input_shape, self.num_heads, self.max_len)
+        super().build(input_shape)
         shape = (self.num_heads, 2 * self.max_len)
         self.biases = self.add_weight(
             name="biases",
@@ -108,18 +108,8 @@ class RelativeBias(keras.layers.Layer):
             return ops.take(self.biases, offsets + self.max_len, axis=1)
         return ops.take(self._distance_profile(), offsets % (2 * self.max_len), axis=1)
 
-    def add_float32(self, attention_scores):
-        """`attention_scores + A^r`, computed and returned in float32."""
-        check_scores_shape(self.name, attention_scores.shape, self.num_heads, self.max_len)
-        shape = ops.shape(attention_scores)
-        bias = ops.cast(self.relative_matrix(shape[-2], shape[-1]), "float32")
-        return ops.cast(attention_scores, "float32") + bias
-
-    def call(self, attention_scores):
-        return ops.cast(self.add_float32(attention_scores), self.compute_dtype)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
+    def bias_float32(self, query_len, key_len):
+        return ops.cast(self.relative_matrix(query_len, key_len), "float32")
 
     def get_config(self) -> dict:
         config = super().get_config()

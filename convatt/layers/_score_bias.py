@@ -1,0 +1,38 @@
+"""The base of the layers that add a per-head bias to attention scores."""
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from convatt.layers._utils import check_scores_shape
+
+
+class ScoreBias(keras.layers.Layer):
+    """Adds a bias `(num_heads, query_len, key_len)` to attention scores, in float32.
+
+    Subclasses set `num_heads` and `max_len` (None: any length) and give
+    `bias_float32(query_len, key_len)`. The sum is formed in float32 because a bias
+    can be large next to the scores; `add_float32` returns it in float32 (for
+    `SelfAttention`, which takes the softmax there), `call` in the compute dtype.
+    """
+
+    max_len: int | None = None
+
+    def bias_float32(self, query_len, key_len):
+        raise NotImplementedError(f"{type(self).__name__} must define bias_float32")
+
+    def build(self, input_shape=None):
+        if input_shape is not None:
+            check_scores_shape(self.name, input_shape, self.num_heads, self.max_len)
+
+    def add_float32(self, attention_scores):
+        """`attention_scores + bias`, computed and returned in float32."""
+        check_scores_shape(self.name, attention_scores.shape, self.num_heads, self.max_len)
+        shape = ops.shape(attention_scores)
+        return ops.cast(attention_scores, "float32") + self.bias_float32(shape[-2], shape[-1])
+
+    def call(self, attention_scores):
+        return ops.cast(self.add_float32(attention_scores), self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
