@@ -257,7 +257,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convatt", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_params_command(sub)
+    _add_train_command(sub)
+    _add_evaluate_command(sub)
+    _add_tag_command(sub)
+    _add_inspect_command(sub)
+    _add_tables_command(sub)
+    _add_plot_command(sub)
+    _add_bench_command(sub)
+    return parser
 
+
+def _add_params_command(sub) -> None:
     p = sub.add_parser("params", help="parameter counts of every variant (Table 1c)")
     p.add_argument("--preset", default="ptb")
     p.add_argument("--data", help="corpus to take vocabulary sizes from")
@@ -266,6 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-labels", type=int)
     p.set_defaults(func=cmd_params)
 
+
+def _add_train_command(sub) -> None:
     p = sub.add_parser("train", help="train and evaluate one run (resumes an interrupted one)")
     p.add_argument("--preset", required=True, help="ptb or ud")
     p.add_argument("--variant", required=True, help="e.g. san-pe-add (see `convatt params`)")
@@ -291,12 +304,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_protocol_options(p)
     p.set_defaults(func=cmd_train)
 
+
+def _add_evaluate_command(sub) -> None:
     p = sub.add_parser("evaluate", help="evaluate a finished run's model on a corpus split")
     p.add_argument("run", help="run directory")
     p.add_argument("--data", help="corpus (default: the run's own)")
     p.add_argument("--split", default="test", choices=["train", "dev", "test"])
     p.set_defaults(func=cmd_evaluate)
 
+
+def _add_tag_command(sub) -> None:
     p = sub.add_parser("tag", help="tag CoNLL-U or plain text with a finished run's model; CoNLL-U out")
     p.add_argument("run", help="run directory")
     p.add_argument("--input", help="file to tag (default, or -: standard input)")
@@ -306,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "tokens split on whitespace); default conllu")
     p.set_defaults(func=cmd_tag)
 
+
+def _add_inspect_command(sub) -> None:
     p = sub.add_parser("inspect", help="figures and a CSV of what a finished run's attention learned")
     p.add_argument("run", help="run directory")
     p.add_argument("--out", help="where the figures and CSV go (default: RUN/inspect)")
@@ -316,16 +335,22 @@ def build_parser() -> argparse.ArgumentParser:
                        help="... or the N-th sentence of the run's dev split (from 0; default 0)")
     p.set_defaults(func=cmd_inspect)
 
+
+def _add_tables_command(sub) -> None:
     p = sub.add_parser("tables", help="Tables 2b-2d from run directories, beside the paper's")
     p.add_argument("--runs", default="runs")
     p.add_argument("--out", default="results")
     p.set_defaults(func=cmd_tables)
 
+
+def _add_plot_command(sub) -> None:
     p = sub.add_parser("plot", help="learning curves (Table 2a, Figure 2) as PNG and PDF")
     p.add_argument("--runs", default="runs")
     p.add_argument("--out", default="results")
     p.set_defaults(func=cmd_plot)
 
+
+def _add_bench_command(sub) -> None:
     p = sub.add_parser("bench", help="training throughput against a straightforward port")
     p.add_argument("--preset", default="ptb")
     p.add_argument("--variant", default="san-pe-add")
@@ -339,7 +364,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what to time against: 'auto' (the straightforward port where it has the variant, "
                         "else san-pe-add built the same way) or a variant name, e.g. san-pe-add")
     p.set_defaults(func=cmd_bench)
-    return parser
 
 
 def _interrupt(signum, frame):

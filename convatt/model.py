@@ -133,34 +133,19 @@ def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int
     if dtype_policy not in PRECISIONS:
         raise ValueError(f"dtype_policy must be one of {PRECISIONS}; received {dtype_policy!r}.")
     policy = dtype_policy
-    spec, t, tc = config.spec, config.max_len, config.max_word_len
+    t, tc = config.max_len, config.max_word_len
     words = keras.Input((t,), dtype="int32", name="words")
     char_rows = keras.Input((None, tc), dtype="int32", name="char_rows")
     char_index = keras.Input((t,), dtype="int32", name="char_index")
 
     word_embedding = layers.Embedding(n_words, config.word_dim, trainable=not config.pretrained_words,
                                       name="word_embedding", dtype=policy)
-    x = word_embedding(words)
-    if spec.position_embedding == "add":
-        positions = PositionEmbedding(t, name="position_embedding", dtype=policy)(x)
-        x = layers.Add(name="add_position", dtype=policy)([x, positions])
-    elif spec.position_embedding == "con":
-        positions = PositionEmbedding(t, output_dim=config.pe_con_dim, name="position_embedding", dtype=policy)(x)
-        x = layers.Concatenate(name="concat_position", dtype=policy)([x, positions])
-    elif spec.position_embedding == "sin-add":
-        x = SinusoidalPositionEncoding(name="sinusoidal_position", dtype=policy)(x)
-
+    x = with_positions(config, word_embedding(words), policy)
     char_features = char_encoder(config, n_chars, char_rows, policy)
     chars = GatherCharFeatures(name="char_features", dtype=policy)(char_features, char_index)
     h0 = layers.Concatenate(name="layer_0_input", dtype=policy)([x, chars])
-
     attention_mask = ops.not_equal(words, 0) if config.mask_padding else None
-    h = h0
-    for i in range(config.num_layers):
-        attention = attention_layer(config, i, policy)
-        dropped = layers.Dropout(config.dropout, name=f"dropout_{i + 1}", dtype=policy)(h)
-        z = attention(dropped, attention_mask=attention_mask) if attention_mask is not None else attention(dropped)
-        h = layers.Add(name=f"residual_{i + 1}", dtype=policy)([dropped if config.residual_adds_dropped else h, z])
+    h = attention_stack(config, h0, attention_mask, policy)
 
     out = layers.Concatenate(name="output_features", dtype=policy)([h0, h])
     # float32 whatever the policy: the softmax and the loss need float32 probabilities
@@ -174,6 +159,32 @@ def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int
         word_embedding.set_weights([word_vectors.astype("float32")])
     compile_tagger(model, jit_compile, protocol)
     return model
+
+
+def with_positions(config: TaggerConfig, x, dtype_policy: str = "float32"):
+    """The word embeddings `x` with the variant's absolute positions added or concatenated (PE, Sin)."""
+    kind, t, policy = config.spec.position_embedding, config.max_len, dtype_policy
+    if kind == "add":
+        positions = PositionEmbedding(t, name="position_embedding", dtype=policy)(x)
+        return layers.Add(name="add_position", dtype=policy)([x, positions])
+    if kind == "con":
+        positions = PositionEmbedding(t, output_dim=config.pe_con_dim, name="position_embedding", dtype=policy)(x)
+        return layers.Concatenate(name="concat_position", dtype=policy)([x, positions])
+    if kind == "sin-add":
+        return SinusoidalPositionEncoding(name="sinusoidal_position", dtype=policy)(x)
+    return x
+
+
+def attention_stack(config: TaggerConfig, h, attention_mask=None, dtype_policy: str = "float32"):
+    """The self-attention layers with dropout and residuals: `h' = D(h) + SA(D(h))` as the
+    original code adds them (`config.residual_adds_dropped`), or `h' = h + SA(D(h))`."""
+    for i in range(config.num_layers):
+        attention = attention_layer(config, i, dtype_policy)
+        dropped = layers.Dropout(config.dropout, name=f"dropout_{i + 1}", dtype=dtype_policy)(h)
+        z = attention(dropped, attention_mask=attention_mask) if attention_mask is not None else attention(dropped)
+        residual = dropped if config.residual_adds_dropped else h
+        h = layers.Add(name=f"residual_{i + 1}", dtype=dtype_policy)([residual, z])
+    return h
 
 
 def compile_tagger(model: keras.Model, jit_compile: bool | str = "auto",
