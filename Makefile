@@ -62,6 +62,8 @@ EXTRAS       ?= dev
 # with KERAS_BACKEND=jax, the runs keep compiled programs here (JAX_COMPILATION_CACHE_DIR)
 # and reuse them in later runs of the same shapes (the seeds of a variant); empty: off
 JAX_CACHE    ?= $(abspath $(RUNS))/.jax-cache
+# pytest workers for `make test` (pytest-xdist): auto = one per CPU core; 1: no workers, one process
+TEST_WORKERS ?= auto
 # parallel runs; the same as make -j JOBS
 JOBS         ?=
 # slurm: submit the grid's unfinished runs as one Slurm job array instead of running them here
@@ -224,10 +226,12 @@ $(VENV_STAMP): setup.cfg pyproject.toml
 	touch $@
 
 LAYER_TESTS := $(wildcard tests/test_layers_*.py)
+# pytest-xdist: a test file's tests stay in one worker (its module fixtures are built once)
+PYTEST_PARALLEL := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 test: $(VENV_STAMP)
-	KERAS_BACKEND=tensorflow $(VENV)/bin/python -m pytest -q tests
+	KERAS_BACKEND=tensorflow $(VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) tests
 ifneq ($(LAYER_TESTS),)
-	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q $(LAYER_TESTS)
+	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) $(LAYER_TESTS)
 else
 	@echo "no tests/test_layers_*.py: nothing to run on JAX"
 endif
