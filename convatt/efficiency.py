@@ -9,9 +9,14 @@ in its history.csv on the same corpus, setting and seed (its "reference"):
                 least P% of the reference: only as far as the curve goes (convatt train
                 records it up to batch 2,000, `--curve-until`)
     auc         the area under the dev curve (percent) over the first `AUC_STEPS` = 2,000
-                batches, by the trapezoid rule from the curve's first point to its last
-                point at or before batch 2,000, divided by the batches it spans: the
-                curve's mean height, in percent (`auc_until`: the last batch it covers)
+                batches, by the trapezoid rule from the curve's first point to batch
+                2,000, divided by the batches it spans: the curve's mean height, in
+                percent. A run that ended before batch 2,000 (early stopping; its curve's
+                last point lies in its last epoch) holds from its last point on the model
+                it keeps, its best epoch's, so its curve goes on at that epoch's dev
+                accuracy: runs that stop early are compared over the same 2,000 batches
+                as the others. A curve cut short by `--curve-until` is not extended: its
+                area covers what it recorded (`auc_until`: the last batch covered)
 
 "At least" allows 1e-9 for float rounding. A run that never reaches a fraction has no
 value for it (NaN), and is counted: over seeds a measure is the mean ± std over the
@@ -78,9 +83,20 @@ def _one_run(run, reference: float, history: pd.DataFrame | None, curve: pd.Data
             curve["step"].to_numpy(), curve["dev_accuracy"].to_numpy(), target)
         row[f"epochs_{p}"] = math.nan if history is None else first_reaching(
             history["epoch"].to_numpy(), history["dev_accuracy"].to_numpy(), target)
-    auc, until = (math.nan, math.nan) if curve is None else curve_area(curve["step"], curve["dev_accuracy"])
+    auc, until = (math.nan, math.nan) if curve is None else curve_area(*held_curve(run, history, curve))
     row.update(auc=100 * auc, auc_until=until, has_curve=curve is not None)
     return row
+
+
+def held_curve(run, history: pd.DataFrame | None, curve: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The curve's steps and accuracies; when the run ended before `AUC_STEPS`, continued from its
+    last point to `AUC_STEPS` at the dev accuracy of the epoch it keeps (`run.best_epoch`)."""
+    steps, accuracy = curve["step"].to_numpy(dtype=float), curve["dev_accuracy"].to_numpy(dtype=float)
+    ended = len(steps) and steps[-1] < AUC_STEPS and int(curve["epoch"].iloc[-1]) >= int(run.epochs_run)
+    kept = None if history is None else history.loc[history["epoch"] == run.best_epoch, "dev_accuracy"]
+    if not ended or kept is None or kept.empty:
+        return steps, accuracy
+    return np.append(steps, [steps[-1], AUC_STEPS]), np.append(accuracy, [float(kept.iloc[0])] * 2)
 
 
 def could_have(measure: str, per_run: pd.DataFrame) -> pd.Series:
@@ -179,7 +195,8 @@ def _header(lead: list[str], seeds: str = "Seeds") -> list[str]:
 INTRO = (f"Batches (curve.csv) and epochs (history.csv) until dev accuracy first reaches 90%, 95% and 99% "
          f"of the best dev accuracy of {label_of(REFERENCE_VARIANT)} on the same corpus, setting and seed; "
          f"and the mean dev accuracy (%) over the first {AUC_STEPS:,} batches (trapezoid area under the "
-         f"curve / batches spanned). Mean ± standard deviation over seeds (ddof={STD_DDOF}) that reached "
+         f"curve / batches spanned; a run that stopped before batch {AUC_STEPS:,} counts at the dev accuracy "
+         "of the epoch it keeps from its last curve point on). Mean ± standard deviation over seeds (ddof={STD_DDOF}) that reached "
          "it; (k/n): only k of the n seeds reached it; —: none did. Batches are counted as far as curve.csv "
          f"goes (`--curve-until`, {AUC_STEPS:,} by default).")
 

@@ -12,6 +12,16 @@ from synthetic_runs import write_run
 
 REF, CONV2D = "san-pe-add", "san-pe-add-conv2d"
 
+# The areas, by hand: every run below stops before batch 2,000, so from its last curve point on
+# it counts at the dev accuracy of its best epoch (the model it keeps), up to batch 2,000.
+AREA = {  # (REF or CONV2D, seed): mean dev accuracy (%) over batches 100..2,000
+    (REF, 1): 100 * (100 * (0.5 + 0.71 + 0.86) + 1600 * 0.9) / 1900,
+    (REF, 2): 100 * (100 * 0.65 + 1800 * 0.8) / 1900,
+    (CONV2D, 1): 100 * (100 * 0.875 + 1800 * 0.95) / 1900,
+    (CONV2D, 2): 100 * (100 * 0.76 + 1800 * 0.78) / 1900,
+    (CONV2D, 3): 70.0,  # one point, 0.7, and its only epoch kept at 0.7
+}
+
 
 @pytest.fixture
 def ptb_runs(tmp_path) -> Path:
@@ -38,6 +48,8 @@ def test_first_reaching_and_curve_area():
     assert efficiency.curve_area([1000, 2000, 3000], [0.5, 0.7, 1.0]) == (pytest.approx(0.6), 2000)
     assert efficiency.curve_area([100, 200, 400], [0.2, 0.4, 0.4]) == (pytest.approx((30 + 80) / 300), 400)
     assert efficiency.curve_area([500], [0.3]) == (0.3, 500)
+    assert efficiency.curve_area([100, 200, 200, 2000], [0.4, 0.6, 0.5, 0.5]) == (
+        pytest.approx((50 + 900) / 1900), 2000)  # a step down where a run ended, then flat
     assert all(math.isnan(v) for v in efficiency.curve_area([2100], [0.3]))
 
 
@@ -47,14 +59,14 @@ def test_batches_and_epochs_per_run(ptb_runs):
     assert row.loc[(REF, 1), "reference_best"] == pytest.approx(90)
     assert [row.loc[(REF, 1), f"epochs_{p}"] for p in (90, 95, 99)] == [3, 3, 3]
     assert [row.loc[(REF, 1), f"batches_{p}"] for p in (90, 95, 99)] == [300, 400, 400]
-    assert row.loc[(REF, 1), "auc"] == pytest.approx(100 * (0.5 + 0.71 + 0.86) / 3)
+    assert row.loc[(REF, 1), "auc"] == pytest.approx(AREA[REF, 1]) and row.loc[(REF, 1), "auc_until"] == 2000
     assert [row.loc[(CONV2D, 1), f"epochs_{p}"] for p in (90, 95, 99)] == [1, 2, 3]
     assert [row.loc[(CONV2D, 1), f"batches_{p}"] for p in (90, 95, 99)] == [100, 200, 200]
     assert row.loc[(CONV2D, 2), "reference_best"] == pytest.approx(80)
     assert row.loc[(CONV2D, 2), "epochs_95"] == 3 and math.isnan(row.loc[(CONV2D, 2), "epochs_99"])
     assert row.loc[(CONV2D, 2), "batches_95"] == 200 and math.isnan(row.loc[(CONV2D, 2), "batches_99"])
     assert math.isnan(row.loc[(CONV2D, 3), "reference_best"]) and math.isnan(row.loc[(CONV2D, 3), "epochs_90"])
-    assert row.loc[(CONV2D, 3), "auc"] == pytest.approx(70)  # the area needs no reference
+    assert row.loc[(CONV2D, 3), "auc"] == pytest.approx(AREA[CONV2D, 3])  # the area needs no reference
 
 
 def test_mean_and_std_over_the_seeds_that_reached(ptb_runs):
@@ -64,11 +76,13 @@ def test_mean_and_std_over_the_seeds_that_reached(ptb_runs):
     assert (conv2d["epochs_99"], conv2d["epochs_99_n"], conv2d["epochs_99_of"]) == (3, 1, 2)
     assert math.isnan(conv2d["epochs_99_std"])  # one seed
     assert (conv2d["batches_95"], conv2d["batches_95_std"]) == (200, 0)
-    assert conv2d["auc"] == pytest.approx((87.5 + 76 + 70) / 3)
+    conv2d_areas = [AREA[CONV2D, seed] for seed in (1, 2, 3)]
+    assert conv2d["auc"] == pytest.approx(np.mean(conv2d_areas))
     assert conv2d["auc_n"] == conv2d["auc_of"] == conv2d["n_seeds"] == 3
     assert (ref["epochs_90"], ref["epochs_90_std"]) == (2.5, 0.5)
     assert (ref["batches_90"], ref["batches_90_std"]) == (250, 50)
-    assert ref["auc"] == pytest.approx(67) and ref["auc_std"] == pytest.approx(2)
+    assert ref["auc"] == pytest.approx((AREA[REF, 1] + AREA[REF, 2]) / 2)
+    assert ref["auc_std"] == pytest.approx(abs(AREA[REF, 1] - AREA[REF, 2]) / 2)
 
 
 def test_the_table_shows_what_was_not_reached(ptb_runs, tmp_path):
@@ -76,7 +90,8 @@ def test_the_table_shows_what_was_not_reached(ptb_runs, tmp_path):
     md = (tmp_path / "out" / "efficiency_ptb.md").read_text()
     line = next(l for l in md.splitlines() if l.startswith("| PTB sample | SAN+PE[add]+Conv2d |"))
     cells = [c.strip() for c in line.strip("|").split("|")]
-    auc = f"{(87.5 + 76 + 70) / 3:.2f} ± {np.std([87.5, 76, 70]):.2f} (to batch 100)"  # seed 3's curve ends at 100
+    areas = [AREA[CONV2D, seed] for seed in (1, 2, 3)]
+    auc = f"{np.mean(areas):.2f} ± {np.std(areas):.2f}"  # every area spans the 2,000 batches
     assert cells[2:] == ["3", "100 ± 0", "200 ± 0", "200 (1/2)", "1.5 ± 0.5", "2.5 ± 0.5", "3.0 (1/2)", auc]
     assert any("1 of 5 runs have no SAN+PE[add] run" in n for n in written.notes)
     assert (tmp_path / "out" / "efficiency_ptb.csv").exists()
@@ -99,5 +114,18 @@ def test_ud_is_averaged_over_treebanks_after_the_seeds(ptb_runs, tmp_path):
     assert (macro["n_treebanks"], macro["n_seeds"]) == (2, 3)
     assert macro["epochs_90"] == pytest.approx((1.5 + 1) / 2) and macro["epochs_90_std"] == pytest.approx(0.5)
     assert (macro["epochs_99"], macro["epochs_99_n"], macro["epochs_99_of"]) == (3, 1, 3)
-    assert macro["auc"] == pytest.approx(((87.5 + 76) / 2 + 95.5) / 2) and macro["auc_std"] == pytest.approx(5.75)
+    vtb = 100 * (100 * 0.955 + 1800 * 0.96) / 1900  # VTB's Conv2d keeps epoch 2 (0.96)
+    lines = [AREA[CONV2D, 1], AREA[CONV2D, 2]]
+    assert macro["auc"] == pytest.approx((np.mean(lines) + vtb) / 2)
+    assert macro["auc_std"] == pytest.approx(np.std(lines))  # VTB has one seed: no std to average
     assert "| SAN+PE[add]+Conv2d | 2 | 3 |" in built["efficiency_ud"].markdown
+
+
+def test_a_curve_cut_by_curve_until_is_not_extended(tmp_path):
+    """Training went on past the curve's end (`--curve-until 200`): the area covers what was recorded."""
+    root = tmp_path / "runs"
+    out = write_run(root, REF, 1, [0.5, 0.8, 0.9, 0.88], [0.4, 0.6], curve_until=200)
+    (out / "curve.csv").write_text("step,epoch,dev_accuracy,dev_batch_mean_accuracy\n"
+                                   "100,1,0.4,0.4\n200,1,0.6,0.6\n")  # 4 epochs of 400 batches, curve to 200
+    per_run, _ = per_model(root)
+    assert per_run.loc[0, "auc"] == pytest.approx(50) and per_run.loc[0, "auc_until"] == 200
