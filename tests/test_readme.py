@@ -21,7 +21,9 @@ def test_every_file_the_readmes_link_to_is_in_the_repository():
     tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
                                  check=True).stdout.splitlines())
     if not tracked:
-        return  # not a git checkout (an unpacked sdist): nothing to compare with
+        import pytest
+
+        pytest.skip("not a git checkout: no tracked files to compare the links with")
     missing = []
     for readme in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("README.md"))]:
         for target in re.findall(r"\]\(([^)#\s]+)\)", readme.read_text()):
