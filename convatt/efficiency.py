@@ -11,12 +11,13 @@ in its history.csv on the same corpus, setting and seed (its "reference"):
     auc         the area under the dev curve (percent) over the first `AUC_STEPS` = 2,000
                 batches, by the trapezoid rule from the curve's first point to batch
                 2,000, divided by the batches it spans: the curve's mean height, in
-                percent. A run that ended before batch 2,000 (early stopping; its curve's
-                last point lies in its last epoch) holds from its last point on the model
-                it keeps, its best epoch's, so its curve goes on at that epoch's dev
-                accuracy: runs that stop early are compared over the same 2,000 batches
-                as the others. A curve cut short by `--curve-until` is not extended: its
-                area covers what it recorded (`auc_until`: the last batch covered)
+                percent. A run that ended before batch 2,000 (early stopping: its curve
+                lacks the next point that was due; `run_files` checks that a curve is
+                whole) holds the model it keeps, its best epoch's, from its last point
+                on, so its curve goes on at that epoch's dev accuracy: runs that stop
+                early are compared over the same 2,000 batches as the others. A curve
+                cut short by `--curve-until` is not extended: its area covers what it
+                recorded (`auc_until`: the last batch covered)
 
 "At least" allows 1e-9 for float rounding. A run that never reaches a fraction has no
 value for it (NaN), and is counted: over seeds a measure is the mean ± std over the
@@ -92,9 +93,14 @@ def held_curve(run, history: pd.DataFrame | None, curve: pd.DataFrame) -> tuple[
     """The curve's steps and accuracies; when the run ended before `AUC_STEPS`, continued from its
     last point to `AUC_STEPS` at the dev accuracy of the epoch it keeps (`run.best_epoch`)."""
     steps, accuracy = curve["step"].to_numpy(dtype=float), curve["dev_accuracy"].to_numpy(dtype=float)
-    ended = len(steps) and steps[-1] < AUC_STEPS and int(curve["epoch"].iloc[-1]) >= int(run.epochs_run)
-    kept = None if history is None else history.loc[history["epoch"] == run.best_epoch, "dev_accuracy"]
-    if not ended or kept is None or kept.empty:
+    if not len(steps) or history is None:
+        return steps, accuracy
+    every = _known(run.curve_every, steps[0])  # a run without config.json: the first point's step
+    until = _known(run.curve_until, AUC_STEPS)
+    next_due = steps[-1] + every
+    ended = next_due <= AUC_STEPS and (until < 0 or next_due <= until)  # due, recorded if trained
+    kept = history.loc[history["epoch"] == run.best_epoch, "dev_accuracy"]
+    if not ended or kept.empty:
         return steps, accuracy
     return np.append(steps, [steps[-1], AUC_STEPS]), np.append(accuracy, [float(kept.iloc[0])] * 2)
 
@@ -121,6 +127,11 @@ def run_efficiency(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd.DataF
                      history_of.get(run.run_dir), curve_of.get(run.run_dir))
             for run in runs.itertuples(index=False)]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _known(value, default: float) -> float:
+    """`value` as a number, `default` where it is missing (None, NaN)."""
+    return default if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
 # ---------------------------------------------------------------- over seeds, over treebanks

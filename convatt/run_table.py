@@ -34,7 +34,8 @@ SPLITS = ("dev", "test")
 IDENTITY_COLUMNS = ["run_dir", "preset", "corpus", "treebank", "variant", "label", "model", "seed",
                     "mask_padding", "setting", "protocol"]
 RESULT_DETAILS = ["parameters", "epochs_run", "best_epoch", "wall_seconds", "backend", "convatt_version"]
-RUN_COLUMNS = (IDENTITY_COLUMNS + ["is_sample", "corpus_note", "embeddings", "limit", "max_epochs"]
+RUN_COLUMNS = (IDENTITY_COLUMNS + ["is_sample", "corpus_note", "embeddings", "limit", "max_epochs",
+                                   "curve_every", "curve_until"]
                + [f"{split}_{m}" for split in SPLITS for m in METRICS]
                + [f"{split}_n_{m}" for split in SPLITS for m in METRICS] + RESULT_DETAILS)
 # Runs that repeat one of these are counted once.
@@ -72,6 +73,7 @@ def _row(run: FinishedRun) -> dict:
         "protocol": run.setting.protocol, "is_sample": result.is_sample, "corpus_note": result.corpus_note,
         "embeddings": config.embeddings if config else None, "limit": config.limit if config else None,
         "max_epochs": config.epochs if config else None,
+        "curve_every": config.curve_every if config else None, "curve_until": config.curve_until if config else None,
     }
     for split in SPLITS:
         scores = getattr(result, split)

@@ -129,3 +129,14 @@ def test_a_curve_cut_by_curve_until_is_not_extended(tmp_path):
                                    "100,1,0.4,0.4\n200,1,0.6,0.6\n")  # 4 epochs of 400 batches, curve to 200
     per_run, _ = per_model(root)
     assert per_run.loc[0, "auc"] == pytest.approx(50) and per_run.loc[0, "auc_until"] == 200
+
+
+def test_a_run_that_ended_in_an_epoch_without_a_curve_point_is_held_too(tmp_path):
+    """The last point (batch 200) lies in epoch 4; the run ended in epoch 5, before batch 300 was due."""
+    root = tmp_path / "runs"
+    out = write_run(root, REF, 1, [0.5, 0.7, 0.8, 0.85, 0.84], [0.6, 0.8])
+    (out / "curve.csv").write_text("step,epoch,dev_accuracy,dev_batch_mean_accuracy\n"
+                                   "100,2,0.6,0.6\n200,4,0.8,0.8\n")
+    per_run, _ = per_model(root)
+    assert per_run.loc[0, "auc"] == pytest.approx(100 * (100 * 0.7 + 1800 * 0.85) / 1900)
+    assert per_run.loc[0, "auc_until"] == 2000
