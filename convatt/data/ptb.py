@@ -51,65 +51,83 @@ def parse_mrg(text: str, path: Path) -> list[Sentence]:
 
 
 def _parse_trees(text: str, path: Path) -> list[Sentence]:
-    def fail(message: str, offset: int) -> ConvattError:
-        return ConvattError(message, path, line_of(text, offset))
-
-    sentences: list[Sentence] = []
-    current: Sentence = []
-    stack: list[list] = []  # open brackets: [label or None, number of children, offset]
-    new_tree_inside: int | None = None  # a "(" at a line start while a tree is still open
+    scanner = _TreeScanner(text, path)
     for m in _TOKEN.finditer(text):
         tag, word, opening, closing, atom = m.groups()
         if tag is not None:
-            if stack:
-                stack[-1][1] += 1
-                if tag != TRACE_TAG:
-                    current.append((word, tag))
-            elif tag != TRACE_TAG:  # a tree that is a single leaf
-                sentences.append([(word, tag)])
+            scanner.leaf(word, tag)
         elif opening:
-            start = m.start()
-            if stack and new_tree_inside is None and (start == 0 or text[start - 1] == "\n"):
-                new_tree_inside = start
-            stack.append([None, 0, start])
+            scanner.open_bracket(m.start())
         elif closing:
-            if not stack:
-                raise fail("unbalanced brackets: ')' without a matching '(' "
-                           "(one ')' too many here or earlier)", m.start())
-            label, n_children, start = stack.pop()
-            if n_children == 0:
-                if label is None:
-                    raise fail("empty brackets '()': expected a label and a word or subtrees",
-                               start)
-                raise fail(f"leaf ({label}) has no word: expected (TAG word)", start)
-            if stack:
-                stack[-1][1] += 1
-            else:
-                if current:
-                    sentences.append(current)
-                current, new_tree_inside = [], None
+            scanner.close_bracket(m.start())
         else:
-            if not stack:
-                raise fail(f"text {atom!r} outside any tree: expected '('", m.start())
-            top = stack[-1]
-            if top[0] is None and top[1] == 0:
-                top[0] = atom
-            else:
-                raise fail(
-                    f"word {atom!r} in '({top[0] or ''} ...' is not a (TAG word) leaf: a leaf "
-                    "holds exactly one word, other brackets only subtrees", m.start())
-    if stack:
-        hint = ""
-        if new_tree_inside is not None:
-            hint = f"; a new tree starts at line {line_of(text, new_tree_inside)} while it is open"
-        raise fail(
-            f"unbalanced brackets: the tree opened here is never closed "
-            f"({len(stack)} ')' missing at the end of the file{hint})",
-            stack[0][2],
-        )
-    if not sentences:
-        raise ConvattError("no words: every tree holds only -NONE- leaves", path, 1)
-    return sentences
+            scanner.label(atom, m.start())
+    return scanner.sentences()
+
+
+class _TreeScanner:
+    """The sentences of bracketed trees, read token by token; every error names its line."""
+
+    def __init__(self, text: str, path: Path):
+        self.text, self.path = text, path
+        self.done: list[Sentence] = []
+        self.current: Sentence = []
+        self.stack: list[list] = []  # open brackets: [label or None, number of children, offset]
+        self.new_tree_inside: int | None = None  # a "(" at a line start while a tree is still open
+
+    def fail(self, message: str, offset: int) -> ConvattError:
+        return ConvattError(message, self.path, line_of(self.text, offset))
+
+    def leaf(self, word: str, tag: str) -> None:
+        if self.stack:
+            self.stack[-1][1] += 1
+            if tag != TRACE_TAG:
+                self.current.append((word, tag))
+        elif tag != TRACE_TAG:  # a tree that is a single leaf
+            self.done.append([(word, tag)])
+
+    def open_bracket(self, start: int) -> None:
+        at_line_start = start == 0 or self.text[start - 1] == "\n"
+        if self.stack and self.new_tree_inside is None and at_line_start:
+            self.new_tree_inside = start
+        self.stack.append([None, 0, start])
+
+    def close_bracket(self, offset: int) -> None:
+        if not self.stack:
+            raise self.fail("unbalanced brackets: ')' without a matching '(' "
+                            "(one ')' too many here or earlier)", offset)
+        label, n_children, start = self.stack.pop()
+        if n_children == 0:
+            if label is None:
+                raise self.fail("empty brackets '()': expected a label and a word or subtrees", start)
+            raise self.fail(f"leaf ({label}) has no word: expected (TAG word)", start)
+        if self.stack:
+            self.stack[-1][1] += 1
+            return
+        if self.current:
+            self.done.append(self.current)
+        self.current, self.new_tree_inside = [], None
+
+    def label(self, atom: str, offset: int) -> None:
+        if not self.stack:
+            raise self.fail(f"text {atom!r} outside any tree: expected '('", offset)
+        top = self.stack[-1]
+        if top[0] is not None or top[1] != 0:
+            raise self.fail(f"word {atom!r} in '({top[0] or ''} ...' is not a (TAG word) leaf: a leaf "
+                            "holds exactly one word, other brackets only subtrees", offset)
+        top[0] = atom
+
+    def sentences(self) -> list[Sentence]:
+        """The sentences read; an error if a tree is still open or no word was read."""
+        if self.stack:
+            hint = ""
+            if self.new_tree_inside is not None:
+                hint = f"; a new tree starts at line {line_of(self.text, self.new_tree_inside)} while it is open"
+            raise self.fail(f"unbalanced brackets: the tree opened here is never closed "
+                            f"({len(self.stack)} ')' missing at the end of the file{hint})", self.stack[0][2])
+        if not self.done:
+            raise ConvattError("no words: every tree holds only -NONE- leaves", self.path, 1)
+        return self.done
 
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
