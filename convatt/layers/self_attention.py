@@ -19,6 +19,19 @@ from convatt.layers.talking_heads import TalkingHeadsProjection
 _CONVS = (None, "1d", "2d")
 
 
+def _check_options(max_len, position_interaction, relative_bias, attention_conv, conv_before_softmax) -> None:
+    """The option combinations `SelfAttention` cannot build, as ValueErrors that say why."""
+    if attention_conv not in _CONVS:
+        raise ValueError(f"attention_conv must be one of {_CONVS}; received {attention_conv!r}.")
+    if conv_before_softmax and attention_conv is None:
+        raise ValueError("conv_before_softmax=True needs an attention_conv ('1d' or '2d').")
+    uses = (("position_interaction", position_interaction), ("relative_bias", relative_bias),
+            ('attention_conv="1d"', attention_conv == "1d"))
+    needs_len = [name for name, used in uses if used]
+    if needs_len and max_len is None:
+        raise ValueError(f"SelfAttention needs `max_len` for {', '.join(needs_len)}.")
+
+
 @keras.saving.register_keras_serializable(package="convatt")
 class SelfAttention(keras.layers.Layer):
     """Multi-head scaled dot-product self-attention, optionally modified.
@@ -155,21 +168,7 @@ class SelfAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if attention_conv not in _CONVS:
-            raise ValueError(f"attention_conv must be one of {_CONVS}; received {attention_conv!r}.")
-        if conv_before_softmax and attention_conv is None:
-            raise ValueError("conv_before_softmax=True needs an attention_conv ('1d' or '2d').")
-        needs_len = [
-            name
-            for name, used in (
-                ("position_interaction", position_interaction),
-                ("relative_bias", relative_bias),
-                ('attention_conv="1d"', attention_conv == "1d"),
-            )
-            if used
-        ]
-        if needs_len and max_len is None:
-            raise ValueError(f"SelfAttention needs `max_len` for {', '.join(needs_len)}.")
+        _check_options(max_len, position_interaction, relative_bias, attention_conv, conv_before_softmax)
         self.num_heads = int(num_heads)
         self.head_dim = int(head_dim)
         self.max_len = None if max_len is None else int(max_len)
@@ -187,8 +186,10 @@ class SelfAttention(keras.layers.Layer):
         self.talking_heads = bool(talking_heads)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
+        self._make_sublayers()
 
-        # Sublayers, in the order their weights are listed, with this layer's dtype policy.
+    def _make_sublayers(self) -> None:
+        """The modifications' layers, in the order their weights are listed, with this layer's dtype policy."""
         h, policy = self.num_heads, self.dtype_policy
         self._position_interaction = (
             PositionInteraction(self.max_len, h, name="position_interaction", dtype=policy)
@@ -196,7 +197,7 @@ class SelfAttention(keras.layers.Layer):
             else None
         )
         self._relative_bias = (
-            RelativeBias(self.max_len, h, parameterization=relative_bias_parameterization, name="relative_bias",
+            RelativeBias(self.max_len, h, parameterization=self.relative_bias_parameterization, name="relative_bias",
                          dtype=policy)
             if self.relative_bias
             else None
@@ -213,10 +214,10 @@ class SelfAttention(keras.layers.Layer):
         )
         self._alibi = AlibiBias(h, name="alibi_bias", dtype=policy) if self.alibi else None
         conv_activation = None if self.conv_before_softmax else "relu"
-        if attention_conv == "1d":
+        if self.attention_conv == "1d":
             self._conv = AttentionConv1D(self.max_len, h, kernel_size=self.conv_kernel_size,
                                          activation=conv_activation, name="attention_conv", dtype=policy)
-        elif attention_conv == "2d":
+        elif self.attention_conv == "2d":
             self._conv = AttentionConv2D(h, kernel_size=self.conv_kernel_size, activation=conv_activation,
                                          name="attention_conv", dtype=policy)
         else:
