@@ -204,7 +204,7 @@ def cmd_tables(args) -> None:
 def cmd_plot(args) -> None:
     from convatt.plots import write_plots
 
-    _report(_warning_runs(write_plots, Path(args.runs), Path(args.out)))
+    _report(_warning_runs(write_plots, Path(args.runs), Path(args.out), "minmax", args.settings))
 
 
 def _warning_runs(write, *args):
@@ -347,6 +347,9 @@ def _add_plot_command(sub) -> None:
     p = sub.add_parser("plot", help="learning curves (Table 2a, Figure 2) as PNG and PDF")
     p.add_argument("--runs", default="runs")
     p.add_argument("--out", default="results")
+    p.add_argument("--setting", action="append", dest="settings", metavar="SETTING",
+                   help="draw only runs of this setting, as the tables mark them (e.g. keras3, mixed_bfloat16; "
+                        "paper: the paper's own); repeat for several; default: all")
     p.set_defaults(func=cmd_plot)
 
 

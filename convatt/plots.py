@@ -183,12 +183,18 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     return paths
 
 
-def write_plots(runs: Path, out: Path, band: str = "minmax") -> Written:
+PAPER_SETTING = "paper"  # how `settings` names the paper's own setting (`Setting().label()` is "")
+
+
+def write_plots(runs: Path, out: Path, band: str = "minmax", settings: list[str] | None = None) -> Written:
     """Table 2a (PTB; and the same for UD when there are UD runs) and Figure 2 as PNG and PDF
-    in `out`, from the finished runs under `runs`: the files written, and notes for the user."""
+    in `out`, from the finished runs under `runs`: the files written, and notes for the user.
+    `settings`: draw only the runs of these settings (`Setting.label()`s, "paper" for the
+    paper's own), e.g. ["paper", "keras3"] to leave ablations out; None: all."""
     frame = load_runs(Path(runs))
     if frame.empty:
         raise ConvattError("no finished runs (result.json) under this directory", runs)
+    frame = only_settings(frame, settings, runs)
     histories = load_histories(Path(runs), frame)
     curves = load_curves(Path(runs), frame)
     out = Path(out)
@@ -203,3 +209,16 @@ def write_plots(runs: Path, out: Path, band: str = "minmax") -> Written:
         written.notes.append("no finished run has a dev curve (curve.csv gets a point every --curve-every = 100 "
                              "batches by default; shorter runs have none), so Figure 2 was not drawn")
     return written
+
+
+def only_settings(frame: pd.DataFrame, settings: list[str] | None, runs: Path) -> pd.DataFrame:
+    """The runs of `settings` ("paper": the paper's setting); an error naming those there are if none."""
+    if settings is None:
+        return frame
+    wanted = {"" if s == PAPER_SETTING else s for s in settings}
+    kept = frame[frame["setting"].isin(wanted)]
+    if kept.empty:
+        there = sorted({s or PAPER_SETTING for s in frame["setting"]})
+        raise ConvattError(f"no finished run of the setting(s) {', '.join(map(repr, settings))}; the runs here "
+                           f"have {', '.join(map(repr, there))}", runs)
+    return kept

@@ -140,3 +140,22 @@ def test_write_plots_writes_valid_png_and_pdf(tiny_runs, tmp_path):
         else:
             assert data[:5] == b"%PDF-" and data.rstrip().endswith(b"%%EOF")
     assert not list((tmp_path / "out").glob(".tmp-*"))
+
+
+def test_plots_can_be_limited_to_some_settings(tiny_runs, tmp_path):
+    """`--setting`: only the runs of the settings named; naming none there is an error listing those there are."""
+    import subprocess
+    import sys
+
+    from convatt.errors import ConvattError
+
+    setting = "limit 160, max 2 epochs"  # every tiny run's
+    kept = plots.only_settings(run_table.load_runs(tiny_runs), [setting], tiny_runs)
+    assert set(kept["setting"]) == {setting} and len(kept) == len(run_table.load_runs(tiny_runs))
+    with pytest.raises(ConvattError, match=f"the runs here have '{setting}'"):
+        plots.write_plots(tiny_runs, tmp_path / "none", settings=["paper", "keras3"])
+    assert not (tmp_path / "none").exists()
+    done = subprocess.run([sys.executable, "-m", "convatt", "plot", "--runs", str(tiny_runs), "--out",
+                           str(tmp_path / "cli"), "--setting", "paper"], capture_output=True, text=True)
+    assert done.returncode != 0 and "no finished run of the setting(s) 'paper'" in done.stderr
+    assert "Traceback" not in done.stderr
