@@ -198,7 +198,7 @@ def cmd_inspect(args) -> None:
 def cmd_tables(args) -> None:
     from convatt.tables import write_tables
 
-    _report(_warning_runs(write_tables, Path(args.runs), Path(args.out)))
+    _report(_warning_runs(write_tables, Path(args.runs), Path(args.out), args.settings))
 
 
 def cmd_plot(args) -> None:
@@ -340,16 +340,21 @@ def _add_tables_command(sub) -> None:
     p = sub.add_parser("tables", help="Tables 2b-2d from run directories, beside the paper's")
     p.add_argument("--runs", default="runs")
     p.add_argument("--out", default="results")
+    _add_setting_option(p)
     p.set_defaults(func=cmd_tables)
+
+
+def _add_setting_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--setting", action="append", dest="settings", metavar="SETTING",
+                   help="only the runs of this setting, as the tables mark them (e.g. keras3, mixed_bfloat16; "
+                        "paper: the paper's own); repeat for several; default: all")
 
 
 def _add_plot_command(sub) -> None:
     p = sub.add_parser("plot", help="learning curves (Table 2a, Figure 2) as PNG and PDF")
     p.add_argument("--runs", default="runs")
     p.add_argument("--out", default="results")
-    p.add_argument("--setting", action="append", dest="settings", metavar="SETTING",
-                   help="draw only runs of this setting, as the tables mark them (e.g. keras3, mixed_bfloat16; "
-                        "paper: the paper's own); repeat for several; default: all")
+    _add_setting_option(p)
     p.set_defaults(func=cmd_plot)
 
 

@@ -29,7 +29,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from convatt.errors import ConvattError
-from convatt.run_table import load_curves, load_histories, load_runs, model_order
+from convatt.run_table import load_curves, load_histories, load_runs, model_order, only_settings
 from convatt.rundir import write_atomically
 from convatt.tables import Written
 from convatt.variants import VARIANTS
@@ -183,9 +183,6 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     return paths
 
 
-PAPER_SETTING = "paper"  # how `settings` names the paper's own setting (`Setting().label()` is "")
-
-
 def write_plots(runs: Path, out: Path, band: str = "minmax", settings: list[str] | None = None) -> Written:
     """Table 2a (PTB; and the same for UD when there are UD runs) and Figure 2 as PNG and PDF
     in `out`, from the finished runs under `runs`: the files written, and notes for the user.
@@ -210,15 +207,3 @@ def write_plots(runs: Path, out: Path, band: str = "minmax", settings: list[str]
                              "batches by default; shorter runs have none), so Figure 2 was not drawn")
     return written
 
-
-def only_settings(frame: pd.DataFrame, settings: list[str] | None, runs: Path) -> pd.DataFrame:
-    """The runs of `settings` ("paper": the paper's setting); an error naming those there are if none."""
-    if settings is None:
-        return frame
-    wanted = {"" if s == PAPER_SETTING else s for s in settings}
-    kept = frame[frame["setting"].isin(wanted)]
-    if kept.empty:
-        there = sorted({s or PAPER_SETTING for s in frame["setting"]})
-        raise ConvattError(f"no finished run of the setting(s) {', '.join(map(repr, settings))}; the runs here "
-                           f"have {', '.join(map(repr, there))}", runs)
-    return kept

@@ -144,3 +144,19 @@ def model_order(key: tuple[str, str]) -> tuple:
     VARIANTS (the paper's Table 2 order), then unknown names alphabetically."""
     setting, variant = key
     return setting != "", setting, _VARIANT_RANK.get(variant, len(_VARIANT_RANK)), variant
+
+
+PAPER_SETTING = "paper"  # how `only_settings` names the paper's own setting (`Setting().label()` is "")
+
+
+def only_settings(frame: pd.DataFrame, settings: list[str] | None, runs: Path | None = None) -> pd.DataFrame:
+    """The runs of `settings` ("paper": the paper's setting); an error naming those there are if none."""
+    if settings is None:
+        return frame
+    wanted = {"" if s == PAPER_SETTING else s for s in settings}
+    kept = frame[frame["setting"].isin(wanted)]
+    if kept.empty:
+        there = sorted({s or PAPER_SETTING for s in frame["setting"]})
+        raise ConvattError(f"no finished run of the setting(s) {', '.join(map(repr, settings))}; the runs here "
+                           f"have {', '.join(map(repr, there))}", runs)
+    return kept

@@ -150,7 +150,7 @@ def test_plots_can_be_limited_to_some_settings(tiny_runs, tmp_path):
     from convatt.errors import ConvattError
 
     setting = "limit 160, max 2 epochs"  # every tiny run's
-    kept = plots.only_settings(run_table.load_runs(tiny_runs), [setting], tiny_runs)
+    kept = run_table.only_settings(run_table.load_runs(tiny_runs), [setting], tiny_runs)
     assert set(kept["setting"]) == {setting} and len(kept) == len(run_table.load_runs(tiny_runs))
     with pytest.raises(ConvattError, match=f"the runs here have '{setting}'"):
         plots.write_plots(tiny_runs, tmp_path / "none", settings=["paper", "keras3"])

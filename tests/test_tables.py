@@ -200,3 +200,17 @@ def test_smoke_runs_are_never_averaged_with_full_runs(ud_runs, tiny_runs):
     assert frame.loc[("English-LinES", "SAN+PE[add] [max 1 epoch]"), "all"] == pytest.approx(10.0)
     macro = tables.ud_macro_table(runs)
     assert "SAN+PE[add] [max 1 epoch]" in macro.markdown and "never averaged together" in macro.markdown
+
+
+def test_write_tables_keeps_only_the_settings_named(ud_runs, tiny_runs, tmp_path):
+    """`convatt tables --setting paper`: the smoke run beside the full ones is left out of every table."""
+    clone_run(one_tiny_run(tiny_runs), ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed9",
+              {"limit": None, "epochs": 1}, preset="ud", corpus="English-LinES", is_sample=False,
+              variant="san-pe-add", label="SAN+PE[add]", seed=1, **{"test.all": 0.10})
+    tables.write_tables(ud_runs, tmp_path / "all")
+    tables.write_tables(ud_runs, tmp_path / "paper", settings=["paper"])
+    assert "[max 1 epoch]" in (tmp_path / "all" / "table2d_ud_per_treebank.md").read_text()
+    paper_only = (tmp_path / "paper" / "table2d_ud_per_treebank.md").read_text()
+    assert "[max 1 epoch]" not in paper_only and "SAN+PE[add]" in paper_only
+    frame = pd.read_csv(tmp_path / "paper" / "table2d_ud_per_treebank.csv")
+    assert frame["setting"].isna().all()
