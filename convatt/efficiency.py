@@ -207,7 +207,8 @@ INTRO = (f"Batches (curve.csv) and epochs (history.csv) until dev accuracy first
          f"of the best dev accuracy of {label_of(REFERENCE_VARIANT)} on the same corpus, setting and seed; "
          f"and the mean dev accuracy (%) over the first {AUC_STEPS:,} batches (trapezoid area under the "
          f"curve / batches spanned; a run that stopped before batch {AUC_STEPS:,} counts at the dev accuracy "
-         "of the epoch it keeps from its last curve point on). Mean ± standard deviation over seeds (ddof={STD_DDOF}) that reached "
+         f"of the epoch it keeps from its last curve point on). Mean ± standard deviation over seeds "
+         f"(ddof={STD_DDOF}) that reached "
          "it; (k/n): only k of the n seeds reached it; —: none did. Batches are counted as far as curve.csv "
          f"goes (`--curve-until`, {AUC_STEPS:,} by default).")
 

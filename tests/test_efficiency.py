@@ -94,6 +94,7 @@ def test_the_table_shows_what_was_not_reached(ptb_runs, tmp_path):
     auc = f"{np.mean(areas):.2f} ± {np.std(areas):.2f}"  # every area spans the 2,000 batches
     assert cells[2:] == ["3", "100 ± 0", "200 ± 0", "200 (1/2)", "1.5 ± 0.5", "2.5 ± 0.5", "3.0 (1/2)", auc]
     assert any("1 of 5 runs have no SAN+PE[add] run" in n for n in written.notes)
+    assert "(ddof=0)" in md and "{" not in md  # every placeholder of the intro filled in
     assert (tmp_path / "out" / "efficiency_ptb.csv").exists()
 
 
