@@ -29,7 +29,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from convatt.errors import ConvattError
-from convatt.run_table import load_curves, load_histories, load_runs, model_order, only_settings
+from convatt.run_table import load_curves, load_histories, load_runs_to_report, model_order
 from convatt.rundir import write_atomically
 from convatt.tables import Written
 from convatt.variants import VARIANTS
@@ -188,10 +188,7 @@ def write_plots(runs: Path, out: Path, band: str = "minmax", settings: list[str]
     in `out`, from the finished runs under `runs`: the files written, and notes for the user.
     `settings`: draw only the runs of these settings (`Setting.label()`s, "paper" for the
     paper's own), e.g. ["paper", "keras3"] to leave ablations out; None: all."""
-    frame = load_runs(Path(runs))
-    if frame.empty:
-        raise ConvattError("no finished runs (result.json) under this directory", runs)
-    frame = only_settings(frame, settings, runs)
+    frame = load_runs_to_report(runs, settings)
     histories = load_histories(Path(runs), frame)
     curves = load_curves(Path(runs), frame)
     out = Path(out)
@@ -206,4 +203,3 @@ def write_plots(runs: Path, out: Path, band: str = "minmax", settings: list[str]
         written.notes.append("no finished run has a dev curve (curve.csv gets a point every --curve-every = 100 "
                              "batches by default; shorter runs have none), so Figure 2 was not drawn")
     return written
-

@@ -160,3 +160,12 @@ def only_settings(frame: pd.DataFrame, settings: list[str] | None, runs: Path | 
         raise ConvattError(f"no finished run of the setting(s) {', '.join(map(repr, settings))}; the runs here "
                            f"have {', '.join(map(repr, there))}", runs)
     return kept
+
+
+def load_runs_to_report(root: Path, settings: list[str] | None = None) -> pd.DataFrame:
+    """`load_runs(root)` for the tables and plots: an error when there is no finished run,
+    then only the runs of `settings` (`only_settings`)."""
+    frame = load_runs(Path(root))
+    if frame.empty:
+        raise ConvattError("no finished runs (result.json) under this directory", root)
+    return only_settings(frame, settings, root)

@@ -23,12 +23,11 @@ from pathlib import Path
 import pandas as pd
 
 from convatt import efficiency
-from convatt.errors import ConvattError
 from convatt.markdown import Table, fmt, markdown_table, page
 from convatt.paper import N_PAPER_TREEBANKS, OUR_LABELS, PAPER_EPOCHS, PAPER_SEEDS, paper_table, paper_table2d
 from convatt.rundir import write_text
-from convatt.run_table import (METRICS, label_of, load_curves, load_histories, load_runs, model_name, model_order,
-                               only_settings)
+from convatt.run_table import (METRICS, label_of, load_curves, load_histories, load_runs_to_report, model_name,
+                               model_order)
 from convatt.stats import STD_DDOF, nanmean, range_text, seed_stats
 from convatt.variants import PAPER_VARIANTS, UD_VARIANTS
 
@@ -330,10 +329,7 @@ class Written:
 def write_tables(runs: Path, out: Path, settings: list[str] | None = None) -> Written:
     """The tables of the finished runs under `runs`, as Markdown and CSV in `out`; only the runs of
     `settings` when given (`run_table.only_settings`: "paper", "keras3", ...)."""
-    frame = load_runs(Path(runs))
-    if frame.empty:
-        raise ConvattError("no finished runs (result.json) under this directory", runs)
-    frame = only_settings(frame, settings, runs)
+    frame = load_runs_to_report(runs, settings)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths, notes = [], []
