@@ -64,6 +64,20 @@ def _blocks(text: str) -> Iterator[tuple[int, list[str]]]:
         yield start, block
 
 
+def is_next_word(word_id: str, n_words: int, path, number: int) -> bool:
+    """Whether ID `word_id` is the sentence's next word (`n_words` + 1); False for a multiword
+    token ("3-4") or an empty node ("3.1"); an error naming the line for any other ID."""
+    if _OTHER_ID.fullmatch(word_id):
+        return False
+    if not _WORD_ID.fullmatch(word_id):
+        raise ConvattError(f"ID {word_id!r} is not a positive integer, a range like '3-4' "
+                           "or a decimal like '3.1'", path, number)
+    if int(word_id) != n_words + 1:
+        raise ConvattError(f"word IDs must count 1, 2, 3, ...: expected {n_words + 1}, "
+                           f"found {word_id}", path, number)
+    return True
+
+
 def _check_line(line: str, number: int, n_words: int, path) -> tuple[str, str] | None:
     """(FORM, UPOS) of a word line, None for a multiword token or empty node; else an error."""
     fields = line.split("\t")
@@ -76,14 +90,8 @@ def _check_line(line: str, number: int, n_words: int, path) -> tuple[str, str] |
                            f"(ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC), {found}",
                            path, number)
     word_id, form, upos = fields[0], fields[1], fields[3]
-    if _OTHER_ID.fullmatch(word_id):
+    if not is_next_word(word_id, n_words, path, number):
         return None
-    if not _WORD_ID.fullmatch(word_id):
-        raise ConvattError(f"ID {word_id!r} is not a positive integer, a range like '3-4' "
-                           "or a decimal like '3.1'", path, number)
-    if int(word_id) != n_words + 1:
-        raise ConvattError(f"word IDs must count 1, 2, 3, ...: expected {n_words + 1}, "
-                           f"found {word_id}", path, number)
     if not form:
         raise ConvattError("empty FORM (field 2)", path, number)
     if upos in ("", "_"):

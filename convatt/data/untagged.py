@@ -15,7 +15,7 @@ import conllu
 from conllu.parser import DEFAULT_FIELDS
 
 from convatt.data._io import decode_text, read_text
-from convatt.data.ud import _CONLLU_ERRORS, _OTHER_ID, _WORD_ID, N_FIELDS, _blocks, _failing_line
+from convatt.data.ud import _CONLLU_ERRORS, _WORD_ID, N_FIELDS, _blocks, _failing_line, is_next_word
 from convatt.errors import ConvattError
 
 FORMATS = ("conllu", "text")
@@ -93,14 +93,8 @@ def _word_form(line: str, number: int, n_words: int, name: str) -> str | None:
         raise ConvattError(f"expected {N_FIELDS} tab-separated fields (ID FORM LEMMA UPOS XPOS FEATS HEAD "
                            f"DEPREL DEPS MISC), found {len(fields)}{hint}", name, number)
     word_id, form = fields[0], fields[1]
-    if _OTHER_ID.fullmatch(word_id):
+    if not is_next_word(word_id, n_words, name, number):
         return None
-    if not _WORD_ID.fullmatch(word_id):
-        raise ConvattError(f"ID {word_id!r} is not a positive integer, a range like '3-4' "
-                           "or a decimal like '3.1'", name, number)
-    if int(word_id) != n_words + 1:
-        raise ConvattError(f"word IDs must count 1, 2, 3, ...: expected {n_words + 1}, found {word_id}",
-                           name, number)
     if not form:
         raise ConvattError("empty FORM (field 2)", name, number)
     return form
