@@ -9,6 +9,7 @@
 #   make ud-attention   ... and on UD
 #   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*, efficiency_*
 #   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}
+#   make docs-results   the committed docs/results/ from RUNS, and the README's tables from them
 #   make status         how many runs of each grid are finished (and queued/running on Slurm)
 #   make test           the test suite (TensorFlow, then the layer tests again on JAX)
 #   make venv           the virtual environment .venv (everything else builds it first)
@@ -200,6 +201,21 @@ tables: | $(VENV_STAMP)
 
 plots: | $(VENV_STAMP)
 	$(CONVATT) plot --runs $(RUNS) --out $(RESULTS)
+
+# ---- the committed results: docs/results from RUNS (the paper's setting and keras3, PNGs only),
+# then the README's copies of their tables (experiments/readme_tables.py, between
+# `<!-- table: ... -->` markers; tests/test_readme.py checks that they are the files') ----
+.PHONY: docs-results readme-tables
+DOCS_RESULTS ?= docs/results
+DOCS_SETTINGS := --setting paper --setting keras3
+docs-results: | $(VENV_STAMP)
+	$(CONVATT) tables --runs $(RUNS) --out $(DOCS_RESULTS) $(DOCS_SETTINGS)
+	$(CONVATT) plot --runs $(RUNS) --out $(DOCS_RESULTS) $(DOCS_SETTINGS)
+	rm -f $(DOCS_RESULTS)/*.pdf
+	$(VENV)/bin/python experiments/readme_tables.py README.md
+
+readme-tables: | $(VENV_STAMP)
+	$(VENV)/bin/python experiments/readme_tables.py README.md
 
 count_done = $(words $(wildcard $(1))) of $(words $(1))
 # where Slurm answers: ", N queued, M running on Slurm" (array tasks of RUNS/slurm/ submissions)

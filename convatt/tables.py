@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from convatt import efficiency
+from convatt import efficiency, protocol_comparison
 from convatt.markdown import Table, fmt, markdown_table, page
 from convatt.paper import N_PAPER_TREEBANKS, OUR_LABELS, PAPER_EPOCHS, PAPER_SEEDS, paper_table, paper_table2d
 from convatt.rundir import write_text
@@ -305,7 +305,8 @@ def ud_treebank_table(runs: pd.DataFrame) -> Table:
 def build_tables(runs: pd.DataFrame, histories: pd.DataFrame | None = None,
                  curves: pd.DataFrame | None = None) -> list[Table]:
     """The tables the runs allow: 2b and the PTB efficiency table when there are PTB runs, 2c, 2d
-    and the UD efficiency tables when there are UD runs. Histories and curves: read if not given."""
+    and the UD efficiency tables when there are UD runs, the protocol comparison when some corpus
+    and variant ran under both protocols. Histories and curves: read if not given."""
     histories = load_histories(None, runs) if histories is None else histories
     curves = load_curves(None, runs) if curves is None else curves
     tables = []
@@ -314,7 +315,8 @@ def build_tables(runs: pd.DataFrame, histories: pd.DataFrame | None = None,
     if (runs["preset"] == "ud").any():
         tables += [ud_macro_table(runs), ud_treebank_table(runs)]
         tables += efficiency.ud_efficiency_tables(runs, histories, curves)
-    return tables
+    comparison = protocol_comparison.protocol_table(runs, histories, curves)
+    return tables + ([comparison] if comparison else [])
 
 
 @dataclass

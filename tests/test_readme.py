@@ -34,3 +34,41 @@ def test_every_file_the_readmes_link_to_is_in_the_repository():
             if relative not in tracked and not any(t.startswith(relative.rstrip("/") + "/") for t in tracked):
                 missing.append(f"{readme.relative_to(ROOT)}: {target}")
     assert not missing, f"linked but not in git: {missing}"
+
+
+def _readme_tables():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import readme_tables  # experiments/readme_tables.py
+
+    return readme_tables
+
+
+def test_the_readme_tables_are_the_committed_results_tables():
+    """Every table between `<!-- table: ... -->` markers is its docs/results file's (`make readme-tables`)."""
+    rt = _readme_tables()
+    readme = (ROOT / "README.md").read_text()
+    assert len(rt.find_blocks(readme)) >= 5
+    stale = [f"README.md:{b.line} {b.source}" for b in rt.stale_blocks(readme, ROOT)]
+    assert not stale, f"run `make readme-tables`: {stale}"
+
+
+def test_readme_tables_copies_the_table_after_a_heading_and_names_what_is_missing(tmp_path):
+    import pytest
+
+    rt = _readme_tables()
+    (tmp_path / "t.md").write_text("# T\n\nintro\n\n| a |\n|---|\n| 1 |\n\n### B\n\n| b |\n|---|\n| 2 |\n| 3 |\n\ntail\n")
+    readme = ("x\n<!-- table: t.md -->\nold\n<!-- end table -->\ny\n"
+              "<!-- table: t.md#B -->\n<!-- end table -->\n")
+    out = rt.refreshed(readme, tmp_path)
+    assert out == ("x\n<!-- table: t.md -->\n| a |\n|---|\n| 1 |\n<!-- end table -->\ny\n"
+                   "<!-- table: t.md#B -->\n| b |\n|---|\n| 2 |\n| 3 |\n<!-- end table -->\n")
+    assert [b.line for b in rt.stale_blocks(readme, tmp_path)] == [2, 6] and not rt.stale_blocks(out, tmp_path)
+    with pytest.raises(rt.TableSourceError, match="no heading 'C'"):
+        rt.refreshed("<!-- table: t.md#C -->\n<!-- end table -->", tmp_path)
+    with pytest.raises(rt.TableSourceError, match="no such file"):
+        rt.refreshed("<!-- table: u.md -->\n<!-- end table -->", tmp_path)
+    (tmp_path / "README.md").write_text(readme)
+    assert rt.main(["--check", str(tmp_path / "README.md")]) == 1
+    assert rt.main([str(tmp_path / "README.md")]) == 0 and (tmp_path / "README.md").read_text() == out
