@@ -175,20 +175,12 @@ def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool 
     reference, compared, models = _models(config, model_sizes, vectors, preset, reference, config_changes,
                                           precision, seed)
     timed = batches[warmup:]
-    tokens = np.mean([w.sum() for *_, w in timed])
-    rows = np.mean([len(np.unique(make_inputs(w, c)["char_index"])) for w, c, *_ in timed])
     log(f"convatt bench: preset {preset}, variant {variant}, batch {batch_size}, backend {keras.backend.backend()}, "
         f"precision {precision}, {steps} timed steps per model (medians), after {warmup} untimed")
-    log(f"synthetic batches: {tokens:.0f} tokens ({tokens / batch_size:.1f} per sentence, padded to "
-        f"{config.max_len}), {rows:.0f} distinct char rows of {batch_size * config.max_len} positions")
+    tokens = _log_batches(timed, batch_size, config.max_len, log)
     what = {"baseline": "straightforward port", "reference": f"build_tagger, {reference_variant}",
             "tagger": "build_tagger", "float32": "build_tagger, float32", precision: f"build_tagger, {precision}"}
-    result = {}
-    for name, times in _time_steps(models, batches[:warmup], timed).items():
-        step, inputs = np.median(times, axis=0)
-        result[name] = dict(step_s=step, steps_per_s=1 / step, tokens_per_s=tokens / step, inputs_ms=1e3 * inputs)
-        log(f"{name:8s} ({what[name]}, jit_compile={models[name][0].jit_compile}): {1 / step:6.2f} steps/s "
-            f"{tokens / step:8.0f} tokens/s  ({1e3 * step:.1f} ms/step, inputs {1e3 * inputs:.2f} ms of it)")
+    result = _timed(models, batches[:warmup], timed, tokens, what, log)
     if memory and precision == "float32":
         _log_memory(result, reference, reference_variant or variant, variant, dict(
             preset=preset, steps=min(steps, 20), warmup=warmup, batch_size=batch_size, sizes=sizes, seed=seed,
@@ -197,6 +189,26 @@ def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool 
     if reference == "reference":
         log(f"step time relative to {reference_variant} {1 / result['speedup']:.2f}x")
     log(f"speedup {result['speedup']:.2f}x" + (f" ({precision} over float32)" if precision != "float32" else ""))
+    return result
+
+
+def _log_batches(timed: list, batch_size: int, max_len: int, log) -> float:
+    """Log what the timed batches hold; return their mean number of tokens."""
+    tokens = np.mean([w.sum() for *_, w in timed])
+    rows = np.mean([len(np.unique(make_inputs(w, c)["char_index"])) for w, c, *_ in timed])
+    log(f"synthetic batches: {tokens:.0f} tokens ({tokens / batch_size:.1f} per sentence, padded to "
+        f"{max_len}), {rows:.0f} distinct char rows of {batch_size * max_len} positions")
+    return tokens
+
+
+def _timed(models: dict, warmup: list, timed: list, tokens: float, what: dict, log) -> dict:
+    """Each model's median step (and input) time over `timed`, logged, as figures per model."""
+    result = {}
+    for name, times in _time_steps(models, warmup, timed).items():
+        step, inputs = np.median(times, axis=0)
+        result[name] = dict(step_s=step, steps_per_s=1 / step, tokens_per_s=tokens / step, inputs_ms=1e3 * inputs)
+        log(f"{name:8s} ({what[name]}, jit_compile={models[name][0].jit_compile}): {1 / step:6.2f} steps/s "
+            f"{tokens / step:8.0f} tokens/s  ({1e3 * step:.1f} ms/step, inputs {1e3 * inputs:.2f} ms of it)")
     return result
 
 

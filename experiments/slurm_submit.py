@@ -141,6 +141,18 @@ exec {shlex.quote(python)} {shlex.quote(str(here))} task {shlex.quote(str(sub / 
 """
 
 
+def write_submission(runs_root: Path, args: argparse.Namespace, todo: list) -> Path:
+    """A new RUNS/slurm/<grid>-<date>-<time>/ with tasks.txt (a line per run to submit), job.sbatch and logs/."""
+    sub = runs_root / SLURM_DIR / f"{args.grid}-{time.strftime('%Y%m%d-%H%M%S')}"
+    while sub.exists():  # two submissions within a second
+        sub = sub.with_name(sub.name + "x")
+    (sub / "logs").mkdir(parents=True)
+    sub = sub.resolve()
+    (sub / "tasks.txt").write_text("".join(f"{r.run_dir} {r.command}\n" for r in todo))
+    (sub / "job.sbatch").write_text(batch_script(sub, args.python, args.chdir, args.grid))
+    return sub
+
+
 def submit(args: argparse.Namespace) -> int:
     if shutil.which("sbatch") is None:
         raise SubmitError("SUBMIT=slurm: sbatch is not on PATH (is this a Slurm login node? "
@@ -160,13 +172,7 @@ def submit(args: argparse.Namespace) -> int:
     if not todo:
         print(f"{args.grid}: submitted 0 runs (nothing left to do)")
         return 0
-    sub = runs_root / SLURM_DIR / f"{args.grid}-{time.strftime('%Y%m%d-%H%M%S')}"
-    while sub.exists():  # two submissions within a second
-        sub = sub.with_name(sub.name + "x")
-    (sub / "logs").mkdir(parents=True)
-    sub = sub.resolve()
-    (sub / "tasks.txt").write_text("".join(f"{r.run_dir} {r.command}\n" for r in todo))
-    (sub / "job.sbatch").write_text(batch_script(sub, args.python, args.chdir, args.grid))
+    sub = write_submission(runs_root, args, todo)
     array = f"0-{len(todo) - 1}" + (f"%{args.max_parallel}" if args.max_parallel else "")
     cmd = ["sbatch", "--parsable", f"--array={array}", *shlex.split(args.sbatch_flags or ""),
            str(sub / "job.sbatch")]
