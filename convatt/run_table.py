@@ -33,7 +33,8 @@ SPLITS = ("dev", "test")
 # `mask_padding` and `protocol` come from the Setting itself.
 IDENTITY_COLUMNS = ["run_dir", "preset", "corpus", "treebank", "variant", "label", "model", "seed",
                     "mask_padding", "setting", "protocol"]
-RESULT_DETAILS = ["parameters", "epochs_run", "best_epoch", "wall_seconds", "backend", "convatt_version"]
+RESULT_DETAILS = ["parameters", "epochs_run", "best_epoch", "wall_seconds", "backend", "convatt_version",
+                  "source_commit", "machine"]
 RUN_COLUMNS = (IDENTITY_COLUMNS + ["is_sample", "corpus_note", "embeddings", "limit", "max_epochs",
                                    "curve_every", "curve_until"]
                + [f"{split}_{m}" for split in SPLITS for m in METRICS]

@@ -228,6 +228,8 @@ class RunResult:
     backend: str
     convatt_version: str
     protocol: str = ORIGINAL  # Protocol.label(), for readers of result.json alone
+    source_commit: str = ""  # the code's git commit (`convatt.provenance`); "" in older results
+    machine: str = ""  # architecture, CPUs, the device Keras computed on; "" in older results
 
     REQUIRED = ("preset", "variant", "seed", "corpus", "test")
 

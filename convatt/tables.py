@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from convatt import efficiency, protocol_comparison
+from convatt import efficiency, protocol_comparison, run_summary
 from convatt.markdown import Table, fmt, markdown_table, page
 from convatt.paper import N_PAPER_TREEBANKS, OUR_LABELS, PAPER_EPOCHS, PAPER_SEEDS, paper_table, paper_table2d
 from convatt.rundir import write_text
@@ -306,7 +306,8 @@ def build_tables(runs: pd.DataFrame, histories: pd.DataFrame | None = None,
                  curves: pd.DataFrame | None = None) -> list[Table]:
     """The tables the runs allow: 2b and the PTB efficiency table when there are PTB runs, 2c, 2d
     and the UD efficiency tables when there are UD runs, the protocol comparison when some corpus
-    and variant ran under both protocols. Histories and curves: read if not given."""
+    and variant ran under both protocols; always the summary of the runs (`run_summary`).
+    Histories and curves: read if not given."""
     histories = load_histories(None, runs) if histories is None else histories
     curves = load_curves(None, runs) if curves is None else curves
     tables = []
@@ -316,7 +317,7 @@ def build_tables(runs: pd.DataFrame, histories: pd.DataFrame | None = None,
         tables += [ud_macro_table(runs), ud_treebank_table(runs)]
         tables += efficiency.ud_efficiency_tables(runs, histories, curves)
     comparison = protocol_comparison.protocol_table(runs, histories, curves)
-    return tables + ([comparison] if comparison else [])
+    return tables + ([comparison] if comparison else []) + [run_summary.summary_table(runs)]
 
 
 @dataclass

@@ -31,7 +31,7 @@ from typing import Callable
 import keras
 import numpy as np
 
-from convatt import __version__, interrupt
+from convatt import __version__, interrupt, provenance
 from convatt.batching import iterate_batches
 from convatt.data import (
     EncodedSplit, Vocabularies, build_vocabularies, corpus_files, encode_split, load_corpus, load_word_vectors,
@@ -467,6 +467,7 @@ class Trainer:
             parameters=n_params, epochs_run=state.epoch, best_epoch=state.best_epoch,
             wall_seconds=round(state.seconds, 1), backend=keras.backend.backend(),
             convatt_version=__version__, protocol=run.protocol.label(),
+            source_commit=provenance.source_commit(), machine=provenance.machine(),
         )
 
     def _report(self, result: RunResult, state: TrainState) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import LINES, TINY_SEEDS, TINY_VARIANTS, lock_held, pausing_command, tiny_command, tiny_options
-from convatt import training
+from convatt import provenance, training
 from convatt.data import load_corpus
 from convatt.errors import ConvattError
 from convatt.training import TrainOptions, train_run
@@ -43,6 +43,8 @@ def test_run_directory_is_complete(tiny_runs):
             assert (result["variant"], result["seed"], result["preset"]) == (variant, seed, "ptb")
             assert result["is_sample"] and "not comparable" in result["corpus_note"]
             assert result["epochs_run"] == 2 and 1 <= result["best_epoch"] <= 2
+            assert result["source_commit"] == provenance.source_commit()  # "" outside a git checkout
+            assert f", {os.cpu_count()} CPUs, " in result["machine"]
             for split in ("dev", "test"):
                 r = result[split]
                 assert 0 <= r["all"] <= 1 and r["n_all"] > 0 and r["per_tag"]
