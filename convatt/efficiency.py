@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from convatt.markdown import Table, markdown_table, page
-from convatt.run_table import label_of, model_order
+from convatt.run_table import in_model_order, label_of
 from convatt.stats import STD_DDOF, nanmean, seed_stats
 
 REFERENCE_VARIANT = "san-pe-add"
@@ -149,7 +149,7 @@ def over_seeds(per_run: pd.DataFrame, by: list[str]) -> pd.DataFrame:
             row[f"{m}_of"] = int(could_have(m, group).sum())
         row["auc_until"] = float(group["auc_until"].min())
         rows.append(row)
-    return _sorted(pd.DataFrame(rows), by)
+    return in_model_order(pd.DataFrame(rows), by)
 
 
 def over_treebanks(per_treebank: pd.DataFrame) -> pd.DataFrame:
@@ -164,15 +164,7 @@ def over_treebanks(per_treebank: pd.DataFrame) -> pd.DataFrame:
                         f"{m}_n": int(group[f"{m}_n"].sum()), f"{m}_of": int(group[f"{m}_of"].sum())})
         row["auc_until"] = float(group["auc_until"].min())
         rows.append(row)
-    return _sorted(pd.DataFrame(rows), [])
-
-
-def _sorted(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    if frame.empty:
-        return frame
-    keys = [(tuple(r[by]), model_order((r["setting"], r["variant"]))) for _, r in frame.iterrows()]
-    order = sorted(range(len(frame)), key=lambda i: keys[i])
-    return frame.iloc[order].reset_index(drop=True)
+    return in_model_order(pd.DataFrame(rows), [])
 
 
 # ---------------------------------------------------------------- rendering

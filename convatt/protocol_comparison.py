@@ -18,11 +18,11 @@ import pandas as pd
 
 from convatt.markdown import Table, fmt, markdown_table, page
 from convatt.paper import paper_table, paper_table2d
+from convatt.efficiency import REFERENCE_VARIANT
 from convatt.run_table import label_of, model_order
 from convatt.stats import STD_DDOF, seed_stats
 
 SETTINGS = {"": "original", "keras3": "keras3"}  # the runs frame's `setting` -> the protocol's name
-REFERENCE_VARIANT = "san-pe-add"
 DEV_EPOCHS = (1, 3, 5)
 DEV_BATCHES = (100, 200)
 UD_MEAN = "mean"  # the corpus of the UD mean rows
@@ -49,27 +49,29 @@ def _dev_at(records: pd.DataFrame, column: str, value: int) -> dict[str, float]:
     return dict(zip(at["run_dir"], 100 * at["dev_accuracy"].astype(float)))
 
 
-def paper_all(preset: str, corpus: str, label: str) -> float:
-    """The paper's test accuracy (all words) for this corpus and model: Table 2d on UD, 2b on PTB."""
-    if preset == "ud":
-        table = paper_table2d()
-        ok = corpus in table.index and label in table.columns
-        return float(table.at[corpus, label]) if ok else math.nan
-    table = paper_table("table2b_ptb").set_index("model")["all"]
-    return float(table[label]) if label in table.index else math.nan
+def with_paper(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with the paper's test accuracy (all words) of each row's corpus and model, Table 2d
+    on UD and 2b on PTB (NaN where the paper has none), and ours − paper."""
+    table2d, table2b = paper_table2d(), paper_table("table2b_ptb").set_index("model")["all"]
+
+    def paper(preset: str, corpus: str, label: str) -> float:
+        if preset == "ud":
+            ok = corpus in table2d.index and label in table2d.columns
+            return float(table2d.at[corpus, label]) if ok else math.nan
+        return float(table2b[label]) if label in table2b.index else math.nan
+
+    paper_all = [paper(*key) for key in zip(frame["preset"], frame["corpus"], frame["label"])]
+    return frame.assign(paper_all=paper_all, diff_all=frame["all"] - pd.Series(paper_all, index=frame.index))
 
 
 def _group_row(key: tuple, setting: str, group: pd.DataFrame, dev: dict[str, dict]) -> dict:
-    preset, corpus, variant = key
-    row = dict(zip(KEY, key), label=label_of(variant), protocol=SETTINGS[setting], n_seeds=len(group),
+    row = dict(zip(KEY, key), label=label_of(key[2]), protocol=SETTINGS[setting], n_seeds=len(group),
                seeds=" ".join(str(s) for s in sorted(group["seed"])))
     scale = {"all": 100 * group["test_all"], "best_epoch": group["best_epoch"], "epochs_run": group["epochs_run"]}
     for name, values in scale.items():
         row[name], row[f"{name}_std"], _ = seed_stats(values)
     for column, by_run in dev.items():
         row[column] = seed_stats(group["run_dir"].map(by_run))[0]
-    row["paper_all"] = paper_all(preset, corpus, row["label"])
-    row["diff_all"] = row["all"] - row["paper_all"]
     return row
 
 
@@ -81,7 +83,7 @@ def protocol_frame(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd.DataF
     dev |= {f"dev_batch_{b}": _dev_at(curves, "step", b) for b in DEV_BATCHES}
     rows = [_group_row(key[:3], key[3], group, dev)
             for key, group in paired.groupby(KEY + ["setting"], sort=False)]
-    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame = with_paper(pd.DataFrame(rows, columns=COLUMNS))
     return _sorted(pd.concat([frame, _ud_means(frame)], ignore_index=True))
 
 
@@ -90,7 +92,7 @@ def _ud_means(frame: pd.DataFrame) -> pd.DataFrame:
     ud = frame[frame["preset"] == "ud"]
     if ud["corpus"].nunique() < 2:
         return pd.DataFrame(columns=COLUMNS)
-    numbers = [c for c in COLUMNS[COLUMNS.index("all"):]]
+    numbers = COLUMNS[COLUMNS.index("all"):]
     means = ud.groupby(["variant", "label", "protocol"], sort=False)[numbers].mean().reset_index()
     counts = ud.groupby(["variant", "protocol"], sort=False)["n_seeds"].sum().reset_index()
     means = means.merge(counts, on=["variant", "protocol"]).assign(preset="ud", corpus=UD_MEAN, seeds="")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from convatt.markdown import Table, markdown_table, page
-from convatt.run_table import model_order
+from convatt.run_table import in_model_order
 
 NOT_RECORDED = "not recorded"  # runs trained before result.json had source_commit / machine
 COLUMNS = ["preset", "setting", "variant", "model", "runs", "corpora", "seeds", "epochs_run", "wall_seconds",
@@ -33,10 +33,7 @@ def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
                      "wall_seconds_max": float(group["wall_seconds"].max()),
                      "backends": _values(group["backend"]), "commits": _values(group["source_commit"]),
                      "machines": _values(group["machine"])})
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    order = sorted(range(len(frame)), key=lambda i: (frame.at[i, "preset"],
-                                                     model_order((frame.at[i, "setting"], frame.at[i, "variant"]))))
-    return frame.iloc[order].reset_index(drop=True)
+    return in_model_order(pd.DataFrame(rows, columns=COLUMNS), ["preset"])
 
 
 def _rows(frame: pd.DataFrame) -> list[list[str]]:

@@ -147,6 +147,15 @@ def model_order(key: tuple[str, str]) -> tuple:
     return setting != "", setting, _VARIANT_RANK.get(variant, len(_VARIANT_RANK)), variant
 
 
+def in_model_order(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """`frame` (with setting and variant columns) sorted by the columns `by`, then `model_order`."""
+    if frame.empty:
+        return frame
+    keys = [(tuple(r[by]), model_order((r["setting"], r["variant"]))) for _, r in frame.iterrows()]
+    order = sorted(range(len(frame)), key=lambda i: keys[i])
+    return frame.iloc[order].reset_index(drop=True)
+
+
 PAPER_SETTING = "paper"  # how `only_settings` names the paper's own setting (`Setting().label()` is "")
 
 
