@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -82,10 +84,18 @@ def active_tasks(job_id: str) -> list[str]:
     return proc.stdout.split("\n") if proc.returncode == 0 and proc.stdout.strip() else []
 
 
+def the_queue() -> str:
+    """squeue's whole queue, for failure messages: jobs not ours that hold the node show there."""
+    proc = subprocess.run(["squeue", "-o", "%i %j %T %r %M"], capture_output=True, text=True)
+    return proc.stdout + proc.stderr
+
+
 def wait_for(job_id: str) -> None:
     deadline = time.monotonic() + WAIT_LIMIT_S
     while active_tasks(job_id):
-        assert time.monotonic() < deadline, f"job {job_id} still in squeue after {WAIT_LIMIT_S} s"
+        assert time.monotonic() < deadline, (
+            f"job {job_id} still in squeue after {WAIT_LIMIT_S} s; the queue:\n{the_queue()}"
+            "(.ci/run tests on a Slurm of their own: SLURM_LOCAL_DIR/SLURM_LOCAL_PORT, start --clean)")
         time.sleep(1)
 
 
@@ -199,7 +209,7 @@ def test_a_cancelled_task_is_resubmitted_alone_and_resumes(tmp_path):
     deadline = time.monotonic() + WAIT_LIMIT_S
     while finished_epoch(victim) < 1:  # cancel it in the middle: after its first epoch
         assert not (victim / "result.json").exists(), "the run finished before it could be cancelled"
-        assert time.monotonic() < deadline and active_tasks(job_id), failure_logs(runs)
+        assert time.monotonic() < deadline and active_tasks(job_id), failure_logs(runs) + the_queue()
         time.sleep(0.2)
     subprocess.run(["scancel", f"{job_id}_1"], check=True)
     while any(line.startswith("1 ") for line in active_tasks(job_id)):
@@ -227,3 +237,58 @@ def test_a_cancelled_task_is_resubmitted_alone_and_resumes(tmp_path):
     assert (other / "train.log").read_text().count("done: test accuracy") == 1
 
     assert submitted(submit_grid(runs, *grid)) == (0, None)  # a third submit: nothing left
+
+
+needs_root_slurm = pytest.mark.skipif(
+    SLURM_UNAVAILABLE is not None or os.geteuid() != 0,
+    reason=SLURM_UNAVAILABLE or "experiments/slurm_local.sh start needs root")
+
+
+def free_port_pair(first: int = 6857) -> int:
+    """The first port P >= first with P and P + 1 free on 127.0.0.1 (slurmctld, slurmd)."""
+    def taken(port: int) -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+    port = first
+    while taken(port) or taken(port + 1):
+        port += 2
+    return port
+
+
+def slurm_local(state_dir: Path, port: int, *args: str) -> subprocess.CompletedProcess:
+    env = make_env() | {"SLURM_LOCAL_DIR": str(state_dir), "SLURM_LOCAL_PORT": str(port)}
+    return subprocess.run([str(ROOT / "experiments" / "slurm_local.sh"), *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+@needs_root_slurm
+def test_a_cluster_of_its_own_starts_clean_beside_the_running_one(tmp_path):
+    """What .ci/run relies on: a second local cluster (own state, ports, queue) whose --clean
+    start forgets the jobs a previous start left queued; the first cluster keeps running."""
+    state, port = tmp_path / "cluster", free_port_pair()
+    conf_env = make_env() | {"SLURM_CONF": str(state / "slurm.conf")}
+    try:
+        started = slurm_local(state, port, "start", "--clean")
+        assert started.returncode == 0, started.stdout + started.stderr
+        held = subprocess.run(["sbatch", "--parsable", "--hold", "--wrap", "true"], capture_output=True,
+                              text=True, env=conf_env, check=True).stdout.strip()
+        own_queue = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=conf_env)
+        assert own_queue.stdout.split() == [held], own_queue.stdout + own_queue.stderr
+        assert held not in subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
+
+        assert slurm_local(state, port, "stop").returncode == 0
+        restarted = slurm_local(state, port, "start")  # without --clean the saved queue comes back
+        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
+                              env=conf_env).stdout.split() == [held]
+        refused = slurm_local(state, port, "start", "--clean")
+        assert refused.returncode != 0 and "already running" in refused.stderr, refused.stdout + refused.stderr
+
+        assert slurm_local(state, port, "stop").returncode == 0
+        cleaned = slurm_local(state, port, "start", "--clean")
+        assert cleaned.returncode == 0 and "forgetting the jobs" in cleaned.stdout, cleaned.stdout + cleaned.stderr
+        assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
+                              env=conf_env).stdout.split() == []
+    finally:
+        slurm_local(state, port, "stop")
+    assert slurm_unavailable() is None, "stopping the second cluster took the first one down"
