@@ -15,6 +15,7 @@
 # SLURM_CONF. The node is $(hostname -s) at 127.0.0.1 with CPUs=$(nproc) and RealMemory from
 # /proc/meminfo; select/cons_tres with CR_CPU, so 1-CPU jobs run side by side, one per CPU.
 # `start` is idempotent: daemons already running are left alone. Installed, it takes seconds.
+# It requeues jobs saved as running whose processes died with the daemons (requeue_lost_jobs).
 #
 # A second, separate cluster beside the first (its own controller, queue and state; the same
 # munged): SLURM_LOCAL_DIR=/var/lib/convatt-slurm-ci SLURM_LOCAL_PORT=6837 ... start --clean,
@@ -148,6 +149,22 @@ wait_until_up() {
     die "slurm did not come up within 30 s (node state '${state:-no answer}'); see $STATE_DIR/slurmctld.log and slurmd.log"
 }
 
+# requeue_lost_jobs: jobs the saved state calls running (since before this start) that no
+# process on this node runs any more: they died with the daemons (the machine went down,
+# the session ended). Slurm would keep them RUNNING and their CPUs taken for good, since
+# this node did not reboot; requeued, they run again and the grid's runs resume.
+requeue_lost_jobs() {
+    local job start lost=()
+    while read -r job start; do
+        [ -n "$job" ] && [[ "$start" < "$STARTED_AT" ]] || continue  # ISO times compare as strings
+        SLURM_CONF=$CONF scontrol listpids "$job" >/dev/null 2>&1 || lost+=("$job")
+    done < <(SLURM_CONF=$CONF squeue -h -t RUNNING -o "%A %S" 2>/dev/null)
+    [ ${#lost[@]} -gt 0 ] || return 0
+    say "requeueing job(s) ${lost[*]}: saved as running, but no process here runs them any more"
+    SLURM_CONF=$CONF scontrol requeue "$(IFS=,; echo "${lost[*]}")" \
+        || say "warning: scontrol requeue failed; scancel those jobs and submit their grids again"
+}
+
 stop_daemon() {  # stop_daemon NAME PIDFILE
     local pid
     if pid_alive "$2"; then
@@ -168,12 +185,14 @@ case "${1:-}" in
             --clean) clean=1 ;;
             *) die "start takes only --clean, not '$2'" ;;
         esac
+        STARTED_AT=$(date +%Y-%m-%dT%H:%M:%S)
         install_packages
         mkdir -p "$STATE_DIR"
         write_conf
         start_munge
         start_slurm "$clean"
         wait_until_up
+        requeue_lost_jobs
         ;;
     stop)
         need_root

@@ -11,6 +11,9 @@ reason otherwise (but for the first test, which needs no Slurm). The grids are t
 - 1 variant x 2 seeds with more epochs: one task is scancel'ed after its first finished
   epoch, the same submit command then submits only that run, which resumes from its last
   finished epoch; a third submit submits nothing.
+
+and experiments/slurm_local.sh itself (as root, on clusters of their own in tmp dirs): a second
+cluster beside the first, `start --clean`, and `start` requeueing a job whose processes died.
 """
 from __future__ import annotations
 
@@ -270,11 +273,12 @@ def test_a_cluster_of_its_own_starts_clean_beside_the_running_one(tmp_path):
     try:
         started = slurm_local(state, port, "start", "--clean")
         assert started.returncode == 0, started.stdout + started.stderr
-        held = subprocess.run(["sbatch", "--parsable", "--hold", "--wrap", "true"], capture_output=True,
-                              text=True, env=conf_env, check=True).stdout.strip()
-        own_queue = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=conf_env)
-        assert own_queue.stdout.split() == [held], own_queue.stdout + own_queue.stderr
-        assert held not in subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
+        name = f"convatt-test-{tmp_path.name}"
+        held = subprocess.run(["sbatch", "--parsable", "--hold", f"--job-name={name}", "--wrap", "true"],
+                              capture_output=True, text=True, env=conf_env, check=True).stdout.strip()
+        own_queue = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True, env=conf_env)
+        assert own_queue.stdout.split() == [held, name], own_queue.stdout + own_queue.stderr
+        assert name not in subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True).stdout.split()
 
         assert slurm_local(state, port, "stop").returncode == 0
         restarted = slurm_local(state, port, "start")  # without --clean the saved queue comes back
@@ -292,3 +296,43 @@ def test_a_cluster_of_its_own_starts_clean_beside_the_running_one(tmp_path):
     finally:
         slurm_local(state, port, "stop")
     assert slurm_unavailable() is None, "stopping the second cluster took the first one down"
+
+
+def job_field(job_id: str, field: str, env: dict) -> str:
+    shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, env=env).stdout
+    match = re.search(rf"\b{field}=(\S*)", shown)
+    return match.group(1) if match else ""
+
+
+@needs_root_slurm
+def test_a_job_whose_processes_died_with_the_daemons_is_requeued_at_start(tmp_path):
+    """The machine went down (here: the daemons stopped, the job's processes killed): the saved
+    state still calls the job running, and would hold its CPU for good; start requeues it."""
+    state, port = tmp_path / "cluster", free_port_pair()
+    conf_env = make_env() | {"SLURM_CONF": str(state / "slurm.conf")}
+    try:
+        assert slurm_local(state, port, "start", "--clean").returncode == 0
+        job = subprocess.run(["sbatch", "--parsable", "--requeue", "--wrap", "sleep 600"], capture_output=True,
+                             text=True, env=conf_env, check=True).stdout.strip()
+        deadline = time.monotonic() + 60
+        while (pids := subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True,
+                                      env=conf_env)).returncode != 0:
+            assert time.monotonic() < deadline, pids.stdout + pids.stderr
+            time.sleep(0.5)
+        job_pids = [int(line.split()[0]) for line in pids.stdout.splitlines()[1:] if line.split()[0].isdigit()]
+        stepd_pids = {int(Path(f"/proc/{pid}/stat").read_text().split()[3]) for pid in job_pids}  # parents
+        assert slurm_local(state, port, "stop").returncode == 0
+        for pid in [*job_pids, *stepd_pids]:
+            os.kill(pid, 9)
+        assert job_field(job, "JobState", conf_env) == ""  # no controller to ask
+
+        restarted = slurm_local(state, port, "start")
+        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        assert f"requeueing job(s) {job}:" in restarted.stdout, restarted.stdout
+        assert job_field(job, "Restarts", conf_env) == "1"
+        assert job_field(job, "JobState", conf_env) in {"PENDING", "RUNNING", "CONFIGURING"}
+        again = slurm_local(state, port, "start")  # the daemons run: nothing to requeue
+        assert again.returncode == 0 and "requeueing" not in again.stdout, again.stdout
+    finally:
+        subprocess.run(["scancel", job], env=conf_env) if "job" in locals() else None
+        slurm_local(state, port, "stop")
