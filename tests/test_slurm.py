@@ -308,7 +308,7 @@ def job_field(job_id: str, field: str, env: dict) -> str:
 def test_a_job_whose_processes_died_with_the_daemons_is_requeued_at_start(tmp_path):
     """The machine went down (here: the daemons stopped, the job's processes killed): the saved
     state still calls the job running, and would hold its CPU for good; start requeues it."""
-    state, port = tmp_path / "cluster", free_port_pair()
+    state, port = tmp_path / "cluster", free_port_pair(6877)  # not 6857: xdist may run both at once
     conf_env = make_env() | {"SLURM_CONF": str(state / "slurm.conf")}
     try:
         assert slurm_local(state, port, "start", "--clean").returncode == 0
