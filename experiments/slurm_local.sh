@@ -122,7 +122,7 @@ start_munge() {
 
 start_slurm() {  # start_slurm CLEAN(0|1)
     if ! pid_alive "$STATE_DIR/slurmctld.pid"; then
-        if [ "$1" = 1 ]; then
+        if [ "$1" = 1 ] && [ -n "$(ls -A "$STATE_DIR/ctld")" ]; then
             say "--clean: forgetting the jobs saved in $STATE_DIR/ctld"
             rm -rf "$STATE_DIR/ctld" && mkdir -p "$STATE_DIR/ctld"
         fi
