@@ -274,7 +274,8 @@ def test_a_cluster_of_its_own_starts_clean_beside_the_running_one(tmp_path):
         started = slurm_local(state, port, "start", "--clean")
         assert started.returncode == 0, started.stdout + started.stderr
         name = f"convatt-test-{tmp_path.name}"
-        held = subprocess.run(["sbatch", "--parsable", "--hold", f"--job-name={name}", "--wrap", "true"],
+        held = subprocess.run(["sbatch", "--parsable", "--hold", f"--job-name={name}", f"--output={tmp_path}/%j.out",
+                               "--wrap", "true"],
                               capture_output=True, text=True, env=conf_env, check=True).stdout.strip()
         own_queue = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True, env=conf_env)
         assert own_queue.stdout.split() == [held, name], own_queue.stdout + own_queue.stderr
@@ -312,7 +313,8 @@ def test_a_job_whose_processes_died_with_the_daemons_is_requeued_at_start(tmp_pa
     conf_env = make_env() | {"SLURM_CONF": str(state / "slurm.conf")}
     try:
         assert slurm_local(state, port, "start", "--clean").returncode == 0
-        job = subprocess.run(["sbatch", "--parsable", "--requeue", "--wrap", "sleep 600"], capture_output=True,
+        job = subprocess.run(["sbatch", "--parsable", "--requeue", f"--output={tmp_path}/%j.out",
+                              "--wrap", "sleep 600"], capture_output=True,
                              text=True, env=conf_env, check=True).stdout.strip()
         deadline = time.monotonic() + 60
         while (pids := subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True,
