@@ -258,6 +258,11 @@ def free_port_pair(first: int = 6857) -> int:
     return port
 
 
+def queued_ids(env: dict) -> list[str]:
+    """The job ids in the queue of the cluster that `env`'s SLURM_CONF names."""
+    return subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
+
+
 def slurm_local(state_dir: Path, port: int, *args: str) -> subprocess.CompletedProcess:
     env = make_env() | {"SLURM_LOCAL_DIR": str(state_dir), "SLURM_LOCAL_PORT": str(port)}
     return subprocess.run([str(ROOT / "experiments" / "slurm_local.sh"), *args], capture_output=True,
@@ -284,16 +289,14 @@ def test_a_cluster_of_its_own_starts_clean_beside_the_running_one(tmp_path):
         assert slurm_local(state, port, "stop").returncode == 0
         restarted = slurm_local(state, port, "start")  # without --clean the saved queue comes back
         assert restarted.returncode == 0, restarted.stdout + restarted.stderr
-        assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
-                              env=conf_env).stdout.split() == [held]
+        assert queued_ids(conf_env) == [held]
         refused = slurm_local(state, port, "start", "--clean")
         assert refused.returncode != 0 and "already running" in refused.stderr, refused.stdout + refused.stderr
 
         assert slurm_local(state, port, "stop").returncode == 0
         cleaned = slurm_local(state, port, "start", "--clean")
         assert cleaned.returncode == 0 and "forgetting the jobs" in cleaned.stdout, cleaned.stdout + cleaned.stderr
-        assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
-                              env=conf_env).stdout.split() == []
+        assert queued_ids(conf_env) == []
     finally:
         slurm_local(state, port, "stop")
     assert slurm_unavailable() is None, "stopping the second cluster took the first one down"
