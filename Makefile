@@ -81,7 +81,7 @@ endif
 VENV_STAMP := $(VENV)/.convatt-installed
 
 # ---- the grid's lists: one source each (see experiments/grid.py) ----
-# The variant lists live in convatt/variants.py and the treebanks in the paper's
+# The variant lists live in convatt/model/variants.py and the treebanks in the paper's
 # Table 2d (convatt/embedded/paper/); grid.py reads both without importing anything
 # heavy, so the lists are never written twice and `make -n` works before .venv exists.
 comma := ,

@@ -6,7 +6,7 @@
 
 - The variant lists are `PAPER_VARIANTS`, `UD_VARIANTS`, `POSITION_VARIANTS` and
   `ATTENTION_VARIANTS` of
-  `convatt/variants.py`. They are read with `ast`, not imported: the Makefile calls
+  `convatt/model/variants.py`. They are read with `ast`, not imported: the Makefile calls
   this with the system Python before the virtual environment exists (and under
   `make -n`), and importing the package could pull in Keras.
 - The treebanks are the rows of the paper's Table 2d,

@@ -39,7 +39,7 @@ TINY_SEEDS = (1, 2)
 
 
 def tiny_options(out: Path, variant: str = "san-pe-add", seed: int = 1, **changes):
-    from convatt.training import TrainOptions
+    from convatt.training.trainer import TrainOptions
 
     base = dict(preset="ptb", variant=variant, seed=seed, data=str(PTB_SAMPLE), out=str(out),
                 epochs=2, limit=160, curve_every=2, jit_compile=False)
@@ -57,7 +57,7 @@ def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[
 
 PAUSING_CLI = """
 import sys, time
-from convatt import training
+from convatt.training import trainer as training
 
 update = training.Progress.update
 
@@ -81,14 +81,14 @@ def pausing_command(out: Path) -> list[str]:
     """`tiny_command`, but the process waits after printing "epoch 2/2  batch 1/..." and
     swallows the KeyboardInterrupt a signal raises there: a test that signals it on that
     line cannot race (the run never gets ahead of the test), and only the stop flag
-    (convatt.interrupt) that the CLI's handler sets can stop the run."""
+    (convatt.training.interrupt) that the CLI's handler sets can stop the run."""
     return [sys.executable, "-c", PAUSING_CLI, *tiny_command(out)[3:]]
 
 
 @pytest.fixture(scope="session")
 def tiny_runs(tmp_path_factory) -> Path:
     """A runs root `ptb/<variant>/seed<S>/` of real 2-epoch runs on 160 PTB-sample sentences."""
-    from convatt.training import train_run
+    from convatt.training.trainer import train_run
 
     root = tmp_path_factory.mktemp("runs")
     for variant in TINY_VARIANTS:
@@ -104,7 +104,7 @@ INSPECT_VARIANTS = ("san-pe-add", "san-p-r", "san-pe-add-temp", "san-pe-add-conv
 def tiny_ud_runs(tmp_path_factory) -> Path:
     """A runs root `ud/UD_English-LinES/<variant>/seed1/` of real tiny UD runs, one per variant of
     INSPECT_VARIANTS (SAN+PE[add]: 2 epochs on 300 sentences, so that it tags; the others 1 on 64)."""
-    from convatt.training import train_run
+    from convatt.training.trainer import train_run
 
     root = tmp_path_factory.mktemp("ud-runs")
     for variant in INSPECT_VARIANTS:

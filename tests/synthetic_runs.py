@@ -5,9 +5,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from convatt.runs import RunConfig, RunResult
-from convatt.training import CURVE_COLUMNS, HISTORY_COLUMNS
-from convatt.variants import VARIANTS
+from convatt.run.schema import RunConfig, RunResult
+from convatt.training.trainer import CURVE_COLUMNS, HISTORY_COLUMNS
+from convatt.model.variants import VARIANTS
 
 
 def _write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:

@@ -6,11 +6,11 @@ import keras
 import numpy as np
 import pytest
 
-from convatt.baseline import baseline_inputs, build_baseline, by_path, copy_weights_to_tagger, to_tagger_layout
-from convatt.batching import make_inputs
-from convatt.bench import run_benchmark, synthetic_batches
-from convatt.model import build_tagger, count_parameters
-from convatt.variants import make_config
+from convatt.speed.baseline import baseline_inputs, build_baseline, by_path, copy_weights_to_tagger, to_tagger_layout
+from convatt.data.batching import make_inputs
+from convatt.speed.bench import run_benchmark, synthetic_batches
+from convatt.model.tagger import build_tagger, count_parameters
+from convatt.model.variants import make_config
 
 TINY = dict(word_dim=8, char_dim=4, char_filters=4, max_len=10, max_word_len=6)  # d_model 12, head_dim 3
 SIZES = (40, 12, 7)  # words, chars, labels

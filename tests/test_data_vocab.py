@@ -9,7 +9,7 @@ from convatt.data import (
     EMBEDDED_DATA_DIR, OOV_ID, PAD_ID, Corpus, Vocab, ambiguous_words, build_char_vocab,
     build_tag_vocab, build_vocabularies, build_word_vocab, read_ptb, read_ud,
 )
-from convatt.protocol import Protocol
+from convatt.training.protocol import Protocol
 
 TRAIN = [[("the", "DT"), ("dog", "NN"), ("runs", "VBZ")],
          [("the", "DT"), ("runs", "NNS")],

@@ -1,4 +1,4 @@
-"""convatt.efficiency: learning efficiency from runs with hand-made curves, numbers worked out by hand."""
+"""convatt.results.efficiency: learning efficiency from runs with hand-made curves, numbers worked out by hand."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from convatt import efficiency, run_table, tables
+from convatt.results import efficiency
+from convatt.results import frames as run_table
+from convatt.results import tables
 from synthetic_runs import write_run
 
 REF, CONV2D = "san-pe-add", "san-pe-add-conv2d"

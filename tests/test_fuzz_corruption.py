@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from convatt.data import EMBEDDED_DATA_DIR, Vocab, Vocabularies, load_word_vectors, read_conllu, read_mrg
 from convatt.errors import ConvattError
-from convatt.rundir import read_json
+from convatt.run.storage import read_json
 
 from conftest import PTB_SAMPLE_FILES
-from convatt.runs import RunConfig, RunResult
-from convatt.training import TrainState
+from convatt.run.schema import RunConfig, RunResult
+from convatt.training.trainer import TrainState
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 LINES_DEV = EMBEDDED_DATA_DIR / "ud-2.2" / "UD_English-LinES" / "en_lines-ud-dev.conllu.gz"

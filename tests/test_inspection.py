@@ -5,10 +5,10 @@ import pytest
 from scipy.stats import entropy
 
 from conftest import INSPECT_VARIANTS
-from convatt import inspection
-from convatt.batching import iterate_batches
+from convatt.trained import inspection
+from convatt.data.batching import iterate_batches
 from convatt.errors import ConvattError
-from convatt.trained import load_run
+from convatt.trained.loading import load_run
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
-"""GatherCharFeatures (the tagger's own layer, convatt/model.py): the harness and values."""
+"""GatherCharFeatures (the tagger's own layer, convatt/model/tagger.py): the harness and values."""
 import keras
 import numpy as np
 
-from convatt.model import GatherCharFeatures
+from convatt.model.tagger import GatherCharFeatures
 from layer_harness import run_layer_test
 
 

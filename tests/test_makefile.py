@@ -22,7 +22,7 @@ SHARED_UD = ROOT.parent / "shared" / "data" / "ud-2.2"
 sys.path.insert(0, str(ROOT / "experiments"))
 import grid  # noqa: E402  (experiments/grid.py)
 
-from convatt.variants import ATTENTION_VARIANTS, PAPER_VARIANTS, POSITION_VARIANTS, UD_VARIANTS  # noqa: E402
+from convatt.model.variants import ATTENTION_VARIANTS, PAPER_VARIANTS, POSITION_VARIANTS, UD_VARIANTS  # noqa: E402
 
 EMBEDDED_UD = ["Afrikaans-AfriBooms", "English-GUM", "English-LinES", "Vietnamese-VTB"]
 

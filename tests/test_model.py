@@ -5,10 +5,10 @@ import pytest
 import keras
 
 from conftest import ROOT
-from convatt.batching import make_inputs, rows_per_sentence
+from convatt.data.batching import make_inputs, rows_per_sentence
 from convatt.errors import ConvattError
-from convatt.model import build_tagger, count_parameters
-from convatt.variants import PAPER_VARIANTS, make_config
+from convatt.model.tagger import build_tagger, count_parameters
+from convatt.model.variants import PAPER_VARIANTS, make_config
 
 PTB_SIZES = (20_002, 84, 47)  # REFERENCE.md: 20,000 words + PAD + OOV, 84 chars, 45 tags + PAD + OOV
 # Table 1c's rows: which variant adds the modification to which.

@@ -17,9 +17,9 @@ from conftest import ROOT
 CHECK = """
 import sys
 import convatt
-from convatt.cli import DEFAULT_DATA
+from convatt.cli._common import DEFAULT_DATA
 from convatt.data import EMBEDDED_DATA_DIR, load_corpus
-from convatt.paper import paper_table
+from convatt.results.paper import paper_table
 assert sys.argv[1] in convatt.__file__, convatt.__file__
 assert EMBEDDED_DATA_DIR.is_relative_to(sys.argv[1]), EMBEDDED_DATA_DIR
 ptb = load_corpus("ptb", DEFAULT_DATA["ptb"])

@@ -1,4 +1,4 @@
-"""convatt.plots: Table 2a and Figure 2 from the real tiny runs of the `tiny_runs` fixture."""
+"""convatt.results.plots: Table 2a and Figure 2 from the real tiny runs of the `tiny_runs` fixture."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from convatt import plots, run_table
-from convatt.variants import VARIANTS
+from convatt.results import plots
+from convatt.results import frames as run_table
+from convatt.model.variants import VARIANTS
 
 # the tiny runs are smoke runs (conftest.tiny_options): their setting marks their names
 def tiny_label(variant: str) -> str:

@@ -4,17 +4,17 @@ import json
 import keras
 import numpy as np
 import pytest
-
-from convatt.batching import iterate_batches
-from convatt.cli import _protocol, build_parser
-from convatt.data import Vocabularies, build_vocabularies, encode_split, load_corpus
-from convatt.errors import ConvattError
-from convatt.model import build_tagger
-from convatt.protocol import DEFAULT_PROTOCOL, Protocol
-from convatt.runs import RunConfig, Setting
-from convatt.variants import make_config
-
 from conftest import LINES
+
+from convatt.cli import build_parser
+from convatt.cli.train import _protocol
+from convatt.data import build_vocabularies, encode_split, load_corpus
+from convatt.data.batching import iterate_batches
+from convatt.errors import ConvattError
+from convatt.model.tagger import build_tagger
+from convatt.model.variants import make_config
+from convatt.run.schema import RunConfig, Setting
+from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
 
 
 def test_named_protocols_and_labels():

@@ -1,4 +1,4 @@
-"""convatt.protocol_comparison: the original protocol against Keras 3's, from runs with hand-made
+"""convatt.results.protocol_comparison: the original protocol against Keras 3's, from runs with hand-made
 histories and curves; every expected number worked out by hand."""
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import math
 
 import pytest
 
-from convatt import protocol_comparison, run_table, tables
-from convatt.paper import paper_table, paper_table2d
-from convatt.protocol import Protocol
+from convatt.results import protocol_comparison
+from convatt.results import frames as run_table
+from convatt.results import tables
+from convatt.results.paper import paper_table, paper_table2d
+from convatt.training.protocol import Protocol
 from synthetic_runs import write_run
 
 REF, CONV2D = "san-pe-add", "san-pe-add-conv2d"

@@ -1,9 +1,9 @@
-"""convatt.provenance: the commit and the machine a run records, in a real git repository."""
+"""convatt.run.provenance: the commit and the machine a run records, in a real git repository."""
 from __future__ import annotations
 
 import subprocess
 
-from convatt import provenance
+from convatt.run import provenance
 
 
 def _git(repo, *args):

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from conftest import PTB_SAMPLE_FILES, tiny_command, tiny_options
-from convatt import interrupt
+from convatt.training import interrupt
 from convatt.errors import ConvattError
-from convatt.evaluation import evaluate_run
-from convatt.modelfiles import check_weights_file
-from convatt.runs import RunConfig
-from convatt.training import train_run
+from convatt.trained.evaluation import evaluate_run
+from convatt.run.modelfiles import check_weights_file
+from convatt.run.schema import RunConfig
+from convatt.training.trainer import train_run
 
 QUIET = lambda line: None
 

@@ -1,5 +1,5 @@
 """Damaged run directories: `tables` and `plot` leave the run out with a warning naming the
-file and what is wrong, and go on; nothing partial is drawn or averaged (convatt.run_files)."""
+file and what is wrong, and go on; nothing partial is drawn or averaged (convatt.run.reading)."""
 from __future__ import annotations
 
 import json
@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convatt import cli, run_table
-from convatt.run_files import RunWarning
+from convatt import cli
+from convatt.results import frames as run_table
+from convatt.run.reading import RunWarning
 from synthetic_runs import write_run
 
 HISTORY, CURVE = [0.5, 0.8, 0.9], [0.4, 0.6, 0.82, 0.9, 0.91, 0.92]

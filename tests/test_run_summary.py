@@ -1,9 +1,11 @@
-"""convatt.run_summary: the runs behind the tables, their wall time, commits and machines."""
+"""convatt.results.summary: the runs behind the tables, their wall time, commits and machines."""
 from __future__ import annotations
 
 import json
 
-from convatt import run_summary, run_table, tables
+from convatt.results import summary as run_summary
+from convatt.results import frames as run_table
+from convatt.results import tables
 from synthetic_runs import write_run
 
 

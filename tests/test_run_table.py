@@ -1,4 +1,4 @@
-"""convatt.run_table: finished run directories -> data frames (runs, histories, curves).
+"""convatt.results.frames: finished run directories -> data frames (runs, histories, curves).
 
 The tests read the real tiny runs of the `tiny_runs` fixture (conftest.py), and copies
 of them (run_dirs.py).
@@ -16,9 +16,10 @@ import pytest
 
 from run_dirs import assert_same, clone_run, numpy_stats, one_tiny_run, result_files
 
-from convatt import run_table, tables
+from convatt.results import frames as run_table
+from convatt.results import tables
 from convatt.errors import ConvattError
-from convatt.variants import VARIANTS
+from convatt.model.variants import VARIANTS
 
 
 # ---------------------------------------------------------------- loading

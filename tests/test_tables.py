@@ -1,4 +1,4 @@
-"""convatt.tables: Tables 2b, 2c, 2d from run directories, beside the paper's numbers.
+"""convatt.results.tables: Tables 2b, 2c, 2d from run directories, beside the paper's numbers.
 
 The PTB tests read the real tiny runs of the `tiny_runs` fixture (conftest.py). The
 UD tests clone those runs into UD-shaped copies in a temporary directory, with
@@ -17,9 +17,12 @@ import pytest
 
 from run_dirs import assert_same, clone_run, numpy_stats, one_tiny_run, result_files
 
-from convatt import cli, paper, run_table, tables
-from convatt.markdown import fmt
-from convatt.variants import PAPER_VARIANTS, UD_VARIANTS, VARIANTS
+from convatt import cli
+from convatt.results import paper
+from convatt.results import frames as run_table
+from convatt.results import tables
+from convatt.results.markdown import fmt
+from convatt.model.variants import PAPER_VARIANTS, UD_VARIANTS, VARIANTS
 
 REFERENCE = Path(__file__).resolve().parent.parent / "convatt" / "embedded" / "paper"
 

@@ -10,9 +10,9 @@ from conftest import LINES, tiny_options
 from convatt.data import read_conllu
 from convatt.data.untagged import read_untagged
 from convatt.errors import ConvattError
-from convatt.evaluation import evaluate_run
-from convatt.tagging import tag_blocks
-from convatt.trained import load_run
+from convatt.trained.evaluation import evaluate_run
+from convatt.trained.tagging import tag_blocks
+from convatt.trained.loading import load_run
 
 TEST_FILE = LINES / "en_lines-ud-test.conllu.gz"
 
@@ -89,7 +89,7 @@ def test_long_sentences_are_tagged_in_pieces_and_long_words_by_their_start(ud_mo
 
 
 def test_a_ptb_run_fills_xpos_from_plain_text_on_stdin(tmp_path):
-    from convatt.training import train_run
+    from convatt.training.trainer import train_run
 
     run = tmp_path / "ptb"
     train_run(tiny_options(run, epochs=1, limit=64, curve_every=0), log=lambda s: None)

@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 
 from conftest import LINES, TINY_SEEDS, TINY_VARIANTS, lock_held, pausing_command, tiny_command, tiny_options
-from convatt import provenance, training
+from convatt.run import provenance
+from convatt.training import trainer as training
 from convatt.data import load_corpus
 from convatt.errors import ConvattError
-from convatt.training import TrainOptions, train_run
+from convatt.training.trainer import TrainOptions, train_run
 
 
 def read_csv(path):
@@ -192,7 +193,7 @@ def test_a_signal_leaves_a_resumable_directory(tmp_path, signum):
 def test_a_swallowed_interrupt_still_stops_the_run_after_the_batch(tmp_path):
     """A backend may swallow the KeyboardInterrupt of a signal (JAX's gc callback does);
     the flag the CLI's handler also sets stops the run after the batch in progress."""
-    from convatt import interrupt
+    from convatt.training import interrupt
 
     def log(line):
         if line.startswith("epoch 2/2  batch 1/"):
@@ -209,7 +210,7 @@ def test_a_swallowed_interrupt_still_stops_the_run_after_the_batch(tmp_path):
 
 
 def test_a_mixed_bfloat16_run_trains_and_is_recorded(tmp_path):
-    from convatt.runs import RunConfig
+    from convatt.run.schema import RunConfig
 
     result = train_run(tiny_options(tmp_path / "run", epochs=1, precision="mixed_bfloat16"), log=lambda s: None)
     config = RunConfig.load(tmp_path / "run")

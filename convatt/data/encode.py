@@ -14,8 +14,8 @@ from convatt.data.vocab import (
     build_word_vocab,
 )
 from convatt.errors import ConvattError
-from convatt.protocol import DEFAULT_PROTOCOL, Protocol
-from convatt.variants import MAX_LEN, MAX_WORD_LEN
+from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.model.variants import MAX_LEN, MAX_WORD_LEN
 
 PTB_WORDS = 20_000
 UD_WORD_FRACTION = 0.5
@@ -119,7 +119,7 @@ class Vocabularies:
             "tags": list(self.tags.tokens), "ambiguous": sorted(self.ambiguous),
             "pad_spelling": self.pad_spelling,
         }
-        from convatt.rundir import write_atomically  # a kill never leaves half a vocab.json
+        from convatt.run.storage import write_atomically  # a kill never leaves half a vocab.json
 
         text = json.dumps(data, ensure_ascii=False)
         write_atomically(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))

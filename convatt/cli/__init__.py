@@ -1,0 +1,55 @@
+"""`convatt params | train | evaluate | tag | inspect | tables | plot | bench` (also `python -m convatt`).
+
+One module per command (`add_command` registers it, its `cmd_<name>` carries it out); `_common`
+has what they share."""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from convatt.cli import bench, evaluate, inspect, params, results, tag, train
+from convatt.cli._common import error_message, quiet_backend
+from convatt.errors import ConvattError
+from convatt.training import interrupt
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="convatt", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add_command in (params.add_command, train.add_command, evaluate.add_command, tag.add_command,
+                        inspect.add_command, results.add_tables_command, results.add_plot_command,
+                        bench.add_command):
+        add_command(sub)
+    return parser
+
+
+def _interrupt(signum, frame):
+    interrupt.request_stop()  # seen by the training loop even if the exception below is swallowed
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    quiet_backend()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # one stop path for Ctrl-C, kill and preemption
+        signal.signal(signum, _interrupt)
+    try:
+        args.func(args)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("\nconvatt: interrupted; finished epochs are kept: rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+    except Exception as e:  # every error ends in one line; --debug shows the traceback
+        if args.debug:
+            raise
+        print(f"convatt: error: {' '.join(error_message(e).split())}", file=sys.stderr)  # one line
+        return 2 if isinstance(e, (ConvattError, OSError)) else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""What the commands share: loading the backend quietly, option checks, one-line error messages."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+from convatt.errors import ConvattError
+
+EMBEDDED_DATA = Path(__file__).resolve().parent.parent / "embedded"  # = convatt.data.EMBEDDED_DATA_DIR, without importing it
+DEFAULT_DATA = {"ptb": EMBEDDED_DATA / "ptb-sample.tar.gz", "ud": EMBEDDED_DATA / "ud-2.2" / "UD_English-LinES"}
+MAX_SEED = 2**32 - 1  # NumPy's and Keras' seeds are unsigned 32-bit integers
+
+
+def quiet_backend() -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    if os.environ["KERAS_BACKEND"] == "tensorflow":
+        # TensorFlow's TFLite imports JAX whenever it is installed: 0.6 s and a second XLA
+        # runtime in the process, which the tensorflow backend never uses.
+        sys.modules.setdefault("jax", None)
+
+
+@contextlib.contextmanager
+def stderr_silenced():
+    """Send file descriptor 2 to /dev/null: C++ libraries write there directly."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def load_backend(debug: bool) -> None:
+    """Import Keras and start its backend with the C++ start-up lines (TensorFlow's
+    oneDNN notice, absl's preamble, a cuInit error on a machine without a GPU) hidden:
+    they are noise around the lines that matter. `--debug` shows them."""
+    if debug or "keras" in sys.modules:
+        return
+    with stderr_silenced():
+        import keras
+
+        keras.ops.convert_to_tensor(0)  # the backend finds its devices now, quietly
+
+
+def check_at_least(flag: str, value: int | None, minimum: int = 1) -> None:
+    if value is not None and value < minimum:
+        raise ConvattError(f"{flag} must be at least {minimum}, not {value}")
+
+
+def check_seed(seed: int) -> None:
+    if not 0 <= seed <= MAX_SEED:
+        raise ConvattError(f"--seed must be between 0 and {MAX_SEED:,} (2**32 - 1), not {seed}")
+
+
+def resolved(path) -> str | None:
+    """An absolute path, so that the run can be evaluated and resumed from anywhere."""
+    return None if path is None else str(Path(path).expanduser().resolve())
+
+
+def precisions() -> tuple[str, ...]:
+    from convatt.model.variants import PRECISIONS
+
+    return PRECISIONS
+
+
+def option_default(option: str):
+    """The default of a `convatt train` option: `RunConfig`'s, the one source of them."""
+    from convatt.run.schema import RunConfig
+
+    return RunConfig.__dataclass_fields__[option].default
+
+
+def os_error_message(e: OSError) -> str:
+    """One line naming the path: "PATH: No space left on device"."""
+    from convatt.run.storage import os_error_reason
+
+    where = f"{e.filename}: " if e.filename else ""
+    if e.filename2:
+        where = f"{e.filename} -> {e.filename2}: "
+    return f"{where}{os_error_reason(e)}"
+
+
+def error_message(e: Exception) -> str:
+    if isinstance(e, ConvattError):
+        return str(e)
+    if isinstance(e, OSError):
+        return os_error_message(e)
+    return (f"unexpected {type(e).__name__}: {str(e)[:300]} (a bug in convatt: rerun with --debug for the "
+            "traceback and report it)")

@@ -1,0 +1,48 @@
+"""`convatt params`: Table 1c, every variant's parameter count."""
+from __future__ import annotations
+
+from convatt.cli._common import DEFAULT_DATA, check_at_least, load_backend
+
+
+def cmd_params(args) -> None:
+    """Table 1c: every variant's parameter count and its difference to SAN."""
+    from convatt.model.variants import VARIANTS, make_config
+
+    make_config(args.preset, "san")  # a misspelt preset fails here, with a suggestion
+    for flag in ("n_words", "n_chars", "n_labels"):
+        check_at_least(f"--{flag.replace('_', '-')}", getattr(args, flag), minimum=3)
+    load_backend(args.debug)
+    from convatt.model.tagger import build_tagger, count_parameters
+
+    sizes = [args.n_words, args.n_chars, args.n_labels]
+    if None in sizes:
+        if args.data is None and args.preset == "ptb" and sizes == [None] * 3:
+            sizes = [20_002, 84, 47]  # the paper's PTB sizes (REFERENCE.md)
+        else:
+            from convatt.data import build_vocabularies, load_corpus
+
+            vocab = build_vocabularies(load_corpus(args.preset, args.data or DEFAULT_DATA[args.preset]), args.preset)
+            found = [len(vocab.words), len(vocab.chars), len(vocab.tags)]
+            sizes = [s if s is not None else f for s, f in zip(sizes, found)]
+    n_words, n_chars, n_labels = sizes
+    print(f"Table 1c, preset {args.preset}: {n_words:,} words, {n_chars:,} chars, {n_labels:,} labels")
+    counts = {}
+    for name in VARIANTS:
+        model = build_tagger(make_config(args.preset, name), n_words, n_chars, n_labels, jit_compile=False)
+        counts[name] = count_parameters(model)
+    # "extension": what a modification adds to the model it modifies (SAN+PE[add]+X: to SAN+PE[add])
+    base = lambda name: "san-pe-add" if name.startswith("san-pe-add-") else "san"
+    print(f"{'variant':<22}{'label':<26}{'parameters':>12}{'vs SAN':>12}{'extension':>12}")
+    for name, n in counts.items():
+        ext = f"{n - counts[base(name)]:+,}" if name != "san" else ""
+        print(f"{name:<22}{VARIANTS[name].label:<26}{n:>12,}{n - counts['san']:>+12,}{ext:>12}")
+
+
+def add_command(sub) -> None:
+    p = sub.add_parser("params", help="parameter counts of every variant (Table 1c)")
+    p.add_argument("--preset", default="ptb")
+    p.add_argument("--data", help="corpus to take vocabulary sizes from")
+    p.add_argument("--n-words", type=int)
+    p.add_argument("--n-chars", type=int)
+    p.add_argument("--n-labels", type=int)
+    p.set_defaults(func=cmd_params)

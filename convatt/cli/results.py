@@ -1,0 +1,65 @@
+"""`convatt tables` and `convatt plot`: the paper's tables and figures from finished runs."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def cmd_tables(args) -> None:
+    from convatt.results.tables import write_tables
+
+    _report(_warning_runs(write_tables, Path(args.runs), Path(args.out), args.settings))
+
+
+def cmd_plot(args) -> None:
+    from convatt.results.plots import write_plots
+
+    _report(_warning_runs(write_plots, Path(args.runs), Path(args.out), "minmax", args.settings))
+
+
+def _warning_runs(write, *args):
+    """`write(*args)`, printing each run it left out (damaged, repeated) as one line on stderr."""
+    import warnings
+
+    from convatt.run.reading import RunWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RunWarning)
+        written = write(*args)
+    for w in caught:
+        if issubclass(w.category, RunWarning):
+            print(f"convatt: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return written
+
+
+def _report(written) -> None:
+    """The notes of `make tables`/`make plots` (what is not comparable, not written), then the files."""
+    for note in written.notes:
+        print(f"note: {note}")
+    for path in written.paths:
+        print(f"wrote {path}")
+
+
+def _add_setting_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--setting", action="append", dest="settings", metavar="SETTING",
+                   help="only the runs of this setting, as the tables mark them (e.g. keras3, mixed_bfloat16; "
+                        "paper: the paper's own); repeat for several; default: all")
+
+
+def add_tables_command(sub) -> None:
+    p = sub.add_parser("tables", help="Tables 2b-2d from run directories, beside the paper's")
+    p.add_argument("--runs", default="runs")
+    p.add_argument("--out", default="results")
+    _add_setting_option(p)
+    p.set_defaults(func=cmd_tables)
+
+
+def add_plot_command(sub) -> None:
+    p = sub.add_parser("plot", help="learning curves (Table 2a, Figure 2) as PNG and PDF")
+    p.add_argument("--runs", default="runs")
+    p.add_argument("--out", default="results")
+    _add_setting_option(p)
+    p.set_defaults(func=cmd_plot)

@@ -1,0 +1,1 @@
+"""The tagger: its graph, the named variants and presets, batched predictions."""

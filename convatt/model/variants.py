@@ -1,0 +1,136 @@
+"""The named model variants of the paper (Table 2) and the two presets (Table 1b)."""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass
+
+from convatt.errors import ConvattError
+from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
+
+MAX_LEN = 60  # t: tokens per row (REFERENCE.md)
+MAX_WORD_LEN = 20  # t_char: characters per word
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+"""The dtype policies the tagger supports: float32 (the paper's) and the mixed ones."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Which modifications a tagger uses. `label` is the paper's name for it."""
+
+    name: str
+    label: str
+    position_embedding: str | None = None  # None | "add" | "con" | "sin-add"
+    position_interaction: bool = False
+    relative_bias: bool = False
+    temperature: bool = False
+    attention_conv: str | None = None  # None | "1d" | "2d"
+    shaw: bool = False  # Shaw et al. (2018) relative position representations
+    alibi: bool = False  # Press et al. ALiBi biases
+    # Beyond the paper (issue 16): other ways to process the attention matrix.
+    attention: str = "standard"  # "standard" | "denser" (Kim §3.1) | "narrowing" (Kim §3.2)
+    conv_before_softmax: bool = False  # attention_conv on the scores, before the softmax
+    talking_heads: bool = False  # Shazeer et al. (2020)
+
+
+VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in [
+        Variant("san", "SAN"),
+        Variant("san-pe-con", "SAN+PE[con]", position_embedding="con"),
+        Variant("san-pe-add", "SAN+PE[add]", position_embedding="add"),
+        Variant("san-p", "SAN+P", position_interaction=True),
+        Variant("san-r", "SAN+R", relative_bias=True),
+        Variant("san-p-r", "SAN+P+R", position_interaction=True, relative_bias=True),
+        Variant("san-pe-add-temp", "SAN+PE[add]+Temp", position_embedding="add", temperature=True),
+        Variant("san-pe-add-conv", "SAN+PE[add]+Conv", position_embedding="add", attention_conv="1d"),
+        Variant("san-pe-add-conv2d", "SAN+PE[add]+Conv2d", position_embedding="add", attention_conv="2d"),
+        # Beyond the paper (issue 6): other position methods in the same tagger.
+        Variant("san-shaw", "SAN+Shaw", shaw=True),
+        Variant("san-sin-add", "SAN+Sin[add]", position_embedding="sin-add"),
+        Variant("san-alibi", "SAN+ALiBi", alibi=True),
+        # Beyond the paper (issue 16): other ways to process the attention matrix.
+        Variant("san-pe-add-conv2d-pre", "SAN+PE[add]+Conv2d[pre]", position_embedding="add",
+                attention_conv="2d", conv_before_softmax=True),
+        Variant("san-pe-add-talking", "SAN+PE[add]+Talking", position_embedding="add", talking_heads=True),
+        Variant("san-pe-add-denser", "SAN+PE[add]+Denser", position_embedding="add", attention="denser"),
+        Variant("san-denser", "SAN+Denser", attention="denser"),  # as in Kim's study: no positions
+        Variant("san-pe-add-narrowing", "SAN+PE[add]+Narrowing", position_embedding="add", attention="narrowing"),
+    ]
+}
+
+PAPER_VARIANTS = [
+    "san", "san-pe-con", "san-pe-add", "san-p", "san-r", "san-p-r",
+    "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d",
+]
+UD_VARIANTS = ["san-pe-add", "san-p-r", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d"]
+POSITION_VARIANTS = ["san-pe-add", "san-p-r", "san-shaw", "san-sin-add", "san-alibi"]
+ATTENTION_VARIANTS = [
+    "san-pe-add", "san-pe-add-conv2d", "san-pe-add-conv2d-pre", "san-pe-add-talking",
+    "san-pe-add-denser", "san-denser", "san-pe-add-narrowing",
+]
+
+
+@dataclass(frozen=True)
+class TaggerConfig:
+    """Everything that fixes a tagger's architecture (REFERENCE.md, "Tagger")."""
+
+    preset: str
+    variant: str
+    word_dim: int
+    pretrained_words: bool  # PTB: fastText, frozen; UD: random, trained
+    max_len: int = MAX_LEN
+    max_word_len: int = MAX_WORD_LEN
+    num_layers: int = 4
+    num_heads: int = 4
+    char_dim: int = 64
+    char_filters: int = 64
+    char_kernel_size: int = 5
+    char_layers: int = 3
+    pe_con_dim: int = 64
+    dropout: float = 0.1
+    mask_padding: bool = False  # the paper lets pads take part in attention
+    shaw_clip: int = 16
+    denser_segments: int = 2  # w of denser attention (Kim's)
+    # How the protocol (convatt.training.protocol) shapes the network; defaults: the original code's.
+    residual_adds_dropped: bool = True  # h' = D(h) + SA(D(h)); False: h + SA(D(h))
+    relative_bias_parameterization: str = "circulant"
+    attention_initializer: str = "glorot_normal"
+
+    @property
+    def spec(self) -> Variant:
+        return VARIANTS[self.variant]
+
+    @property
+    def d_model(self) -> int:
+        pe = self.pe_con_dim if self.spec.position_embedding == "con" else 0
+        return self.word_dim + pe + self.char_filters
+
+    def replace(self, **changes) -> "TaggerConfig":
+        return dataclasses.replace(self, **changes)
+
+
+PRESETS: dict[str, dict] = {
+    "ptb": dict(word_dim=300, pretrained_words=True),
+    "ud": dict(word_dim=128, pretrained_words=False),
+}
+
+
+def _check_name(kind: str, name: str, known) -> None:
+    if name not in known:
+        close = difflib.get_close_matches(name.lower(), list(known), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConvattError(f"unknown {kind} {name!r}.{hint} Known: {', '.join(known)}")
+
+
+def make_config(preset: str, variant: str, protocol: Protocol = DEFAULT_PROTOCOL, **overrides) -> TaggerConfig:
+    """Build the config of a named variant under a named preset ("ptb" or "ud"), its
+    network shaped as `protocol` says (the original code's by default)."""
+    _check_name("preset", preset, PRESETS)
+    _check_name("variant", variant, VARIANTS)
+    from_protocol = dict(
+        residual_adds_dropped=protocol.residual == "dropped",
+        relative_bias_parameterization=protocol.relative_bias,
+        attention_initializer=protocol.attention_init,
+    )
+    return TaggerConfig(preset=preset, variant=variant, **{**PRESETS[preset], **from_protocol, **overrides})

@@ -1,0 +1,1 @@
+"""From finished runs to the paper's tables and figures: frames, statistics, Markdown, plots."""

@@ -1,0 +1,181 @@
+"""Finished runs as data frames: what each run is, and what it measured.
+
+A finished run is a directory holding `result.json` (written last by `convatt train`),
+with `config.json`, `history.csv` and `curve.csv` beside it. Runs are found by
+scanning for result.json anywhere under a root, and described by its content,
+never by the path, so any layout works (the Makefile's is
+`ptb/<variant>/seed<S>/` and `ud/UD_<Treebank>/<variant>/seed<S>/`).
+
+    load_runs(root)       one row per finished run (accuracies as fractions)
+    load_histories(root)  one row per run and epoch (history.csv)
+    load_curves(root)     one row per run and curve point (curve.csv)
+
+Every file is checked (`convatt.run.reading`): a damaged run is left out of all three
+with a `RunWarning` naming the file and what is wrong, so the tables and the plots
+always cover the same runs.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from convatt.errors import ConvattError
+from convatt.data.ud import treebank_key
+from convatt.run.reading import DamagedRunError, FinishedRun, RunWarning, read_run
+from convatt.model.variants import VARIANTS
+
+METRICS = ("all", "oov", "ambiguous")
+SPLITS = ("dev", "test")
+# What a run is: the columns histories and curves carry too. `setting` is `Setting.label()`;
+# `mask_padding` and `protocol` come from the Setting itself.
+IDENTITY_COLUMNS = ["run_dir", "preset", "corpus", "treebank", "variant", "label", "model", "seed",
+                    "mask_padding", "setting", "protocol"]
+RESULT_DETAILS = ["parameters", "epochs_run", "best_epoch", "wall_seconds", "backend", "convatt_version",
+                  "source_commit", "machine"]
+RUN_COLUMNS = (IDENTITY_COLUMNS + ["is_sample", "corpus_note", "embeddings", "limit", "max_epochs",
+                                   "curve_every", "curve_until"]
+               + [f"{split}_{m}" for split in SPLITS for m in METRICS]
+               + [f"{split}_n_{m}" for split in SPLITS for m in METRICS] + RESULT_DETAILS)
+# Runs that repeat one of these are counted once.
+RUN_KEY = ["preset", "corpus", "variant", "setting", "seed"]
+
+
+def find_results(root: Path) -> list[Path]:
+    """Every result.json under `root` (sorted), or `root` itself if it is one."""
+    root = Path(root)
+    if root.is_file() and root.name == "result.json":
+        return [root]
+    if not root.is_dir():
+        raise ConvattError("no such runs directory", root)
+    return sorted(root.rglob("result.json"))
+
+
+def label_of(variant: str) -> str:
+    """The paper's name of a variant ("SAN+PE[add]"), or the variant itself if unknown."""
+    return VARIANTS[variant].label if variant in VARIANTS else variant
+
+
+def model_name(label: str, setting: str) -> str:
+    """The display name of a variant: its paper label, then its setting if any ("SAN [mask]")."""
+    return f"{label} [{setting}]" if setting else label
+
+
+def _row(run: FinishedRun) -> dict:
+    result, config = run.result, run.config
+    label = result.label or label_of(result.variant)
+    row = {
+        "run_dir": str(run.run_dir), "preset": result.preset, "corpus": result.corpus,
+        "treebank": treebank_key(result.corpus) if result.preset == "ud" else None,
+        "variant": result.variant, "label": label, "model": model_name(label, run.setting.label()),
+        "seed": result.seed, "mask_padding": run.setting.mask_padding, "setting": run.setting.label(),
+        "protocol": run.setting.protocol, "is_sample": result.is_sample, "corpus_note": result.corpus_note,
+        "embeddings": config.embeddings if config else None, "limit": config.limit if config else None,
+        "max_epochs": config.epochs if config else None,
+        "curve_every": config.curve_every if config else None, "curve_until": config.curve_until if config else None,
+    }
+    for split in SPLITS:
+        scores = getattr(result, split)
+        for m in METRICS:
+            row[f"{split}_{m}"] = math.nan if scores.get(m) is None else float(scores[m])
+            row[f"{split}_n_{m}"] = scores.get(f"n_{m}")
+    row.update({k: getattr(result, k) for k in RESULT_DETAILS})
+    return row
+
+
+def read_runs(root: Path) -> list[FinishedRun]:
+    """Every finished run under `root` whose files are whole; a `RunWarning` for each other."""
+    runs = []
+    for path in find_results(root):
+        try:
+            runs.append(read_run(path))
+        except DamagedRunError as e:
+            warnings.warn(f"left out a damaged run: {e}", RunWarning, stacklevel=2)
+    return runs
+
+
+def load_runs(root: Path) -> pd.DataFrame:
+    """One row per finished run under `root`: RUN_COLUMNS, accuracies as fractions.
+
+    A metric with no tokens is NaN. Two runs of the same RUN_KEY would be counted
+    twice in a mean: the first (by path) is kept, with a `RunWarning`.
+    """
+    frame = pd.DataFrame([_row(run) for run in read_runs(root)], columns=RUN_COLUMNS)
+    repeated = frame.duplicated(RUN_KEY, keep="first")
+    if repeated.any():
+        paths = ", ".join(frame.loc[repeated, "run_dir"])
+        warnings.warn(f"{int(repeated.sum())} runs repeat another run's preset, corpus, variant, setting and "
+                      f"seed and are left out: {paths}", RunWarning, stacklevel=2)
+    return frame.loc[~repeated].reset_index(drop=True)
+
+
+def _load_records(root: Path, runs: pd.DataFrame | None, which: str) -> pd.DataFrame:
+    """The `which` ("history" or "curve") of each run of `runs`, with the run's IDENTITY_COLUMNS."""
+    runs = load_runs(root) if runs is None else runs
+    frames = []
+    for _, row in runs.iterrows():
+        try:
+            record = getattr(read_run(Path(row["run_dir"]) / "result.json"), which)
+        except DamagedRunError as e:  # damaged since `runs` was read
+            warnings.warn(f"left out a damaged run: {e}", RunWarning, stacklevel=3)
+            continue
+        if not record.empty:
+            frames.append(record.assign(**{k: row[k] for k in IDENTITY_COLUMNS})[
+                IDENTITY_COLUMNS + list(record.columns)])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=IDENTITY_COLUMNS)
+
+
+def load_histories(root: Path, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """history.csv of every finished run (or of `runs`), one row per (run, epoch), with the run's identity."""
+    return _load_records(root, runs, "history")
+
+
+def load_curves(root: Path, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """curve.csv of every finished run (or of `runs`), one row per (run, step), with the run's identity."""
+    return _load_records(root, runs, "curve")
+
+
+_VARIANT_RANK = {v: i for i, v in enumerate(VARIANTS)}
+
+
+def model_order(key: tuple[str, str]) -> tuple:
+    """Sort key of a (setting, variant): the paper's setting ("") first, then the order of
+    VARIANTS (the paper's Table 2 order), then unknown names alphabetically."""
+    setting, variant = key
+    return setting != "", setting, _VARIANT_RANK.get(variant, len(_VARIANT_RANK)), variant
+
+
+def in_model_order(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """`frame` (with setting and variant columns) sorted by the columns `by`, then `model_order`."""
+    if frame.empty:
+        return frame
+    keys = [(tuple(r[by]), model_order((r["setting"], r["variant"]))) for _, r in frame.iterrows()]
+    order = sorted(range(len(frame)), key=lambda i: keys[i])
+    return frame.iloc[order].reset_index(drop=True)
+
+
+PAPER_SETTING = "paper"  # how `only_settings` names the paper's own setting (`Setting().label()` is "")
+
+
+def only_settings(frame: pd.DataFrame, settings: list[str] | None, runs: Path | None = None) -> pd.DataFrame:
+    """The runs of `settings` ("paper": the paper's setting); an error naming those there are if none."""
+    if settings is None:
+        return frame
+    wanted = {"" if s == PAPER_SETTING else s for s in settings}
+    kept = frame[frame["setting"].isin(wanted)]
+    if kept.empty:
+        there = sorted({s or PAPER_SETTING for s in frame["setting"]})
+        raise ConvattError(f"no finished run of the setting(s) {', '.join(map(repr, settings))}; the runs here "
+                           f"have {', '.join(map(repr, there))}", runs)
+    return kept
+
+
+def load_runs_to_report(root: Path, settings: list[str] | None = None) -> pd.DataFrame:
+    """`load_runs(root)` for the tables and plots: an error when there is no finished run,
+    then only the runs of `settings` (`only_settings`)."""
+    frame = load_runs(Path(root))
+    if frame.empty:
+        raise ConvattError("no finished runs (result.json) under this directory", root)
+    return only_settings(frame, settings, root)

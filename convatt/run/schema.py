@@ -1,0 +1,282 @@
+"""The run directory's schema: what `config.json` and `result.json` hold, typed.
+
+    RunConfig   config.json: the options of one run (`convatt train`), its protocol
+    RunResult   result.json: written last; its presence means the run is complete
+    Setting     what sets a run apart from the paper's protocol (for the tables);
+                data, rendered by `Setting.label`, never parsed back
+
+Runs trained before the protocol existed (no "protocol" in config.json) trained
+with Keras 3's defaults, and load as `LEGACY_PROTOCOL` ("keras3").
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from convatt.errors import ConvattError
+from convatt.training.protocol import DEFAULT_PROTOCOL, LEGACY_PROTOCOL, ORIGINAL, Protocol
+from convatt.run.storage import read_json, write_json
+
+CONFIG_FORMAT = "convatt-run"
+SCHEMA_VERSION = 2
+PAPER_EPOCHS = 100
+CONFIG_FILE, RESULT_FILE = "config.json", "result.json"
+LEGACY_KEYS = ("preset", "variant", "seed", "data")  # what a config.json without "format" must hold
+FINGERPRINT_KEY = "data_fingerprint"  # beside the options in config.json (convatt.run.fingerprint)
+_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "dict": dict,
+          "list": list}
+
+
+def check_types(cls, values: dict, where: Path | None, what: str) -> None:
+    """Each value has its dataclass field's annotated type ("int | None": an int or null);
+    a bool is not an int here, as JSON tells them apart."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name, value in values.items():
+        annotation = fields[name].type if isinstance(fields[name].type, str) else ""
+        allowed = [_TYPES[t.strip()] for t in annotation.split("|") if t.strip() in _TYPES]
+        if not allowed:
+            continue
+        is_bool_as_number = isinstance(value, bool) and bool not in allowed
+        if is_bool_as_number or not isinstance(value, tuple(allowed)):
+            raise ConvattError(f"damaged {what}: {name} is {value!r}, expected {annotation}", where)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConvattError(f"damaged {what}: {name} is {value!r}, expected a finite number", where)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What `convatt train` takes. Fields below `out` have the paper's defaults."""
+
+    preset: str
+    variant: str
+    seed: int
+    data: str
+    out: str
+    embeddings: str | None = None
+    embeddings_limit: int | None = 100_000
+    epochs: int = PAPER_EPOCHS
+    patience: int = 3
+    batch_size: int = 32
+    limit: int | None = None  # at most this many sentences per split (smoke runs)
+    mask_padding: bool = False
+    curve_every: int = 100
+    curve_until: int = 2000  # record the curve up to this global step (-1: always)
+    eval_batch_size: int = 256
+    jit_compile: bool | str = "auto"
+    protocol: Protocol = DEFAULT_PROTOCOL
+    precision: str = "float32"  # a Keras dtype policy: float32 (the paper's), mixed_bfloat16, mixed_float16
+
+    # Options that may change between a run and its resumption.
+    RESUMABLE_CHANGES = ("epochs", "out", "eval_batch_size", "jit_compile")
+
+    def to_json(self) -> dict:
+        data = dataclasses.asdict(self)  # the protocol becomes a dict too
+        return {"format": CONFIG_FORMAT, "schema": SCHEMA_VERSION, **data}
+
+    @classmethod
+    def from_json(cls, data: dict, where: Path | None = None) -> "RunConfig":
+        """Read `to_json`'s form, or an older config.json (no format: the Keras 3 protocol)."""
+        if not isinstance(data, dict):
+            raise ConvattError("not a convatt run configuration (expected a JSON object)", where)
+        _check_marker(data, where)
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known and k != "protocol"}
+        check_types(cls, values, where, "run configuration")
+        protocol = data.get("protocol")
+        if protocol is not None and not isinstance(protocol, dict):
+            raise ConvattError(f"damaged run configuration: protocol is {protocol!r}, expected an object", where)
+        values["protocol"] = LEGACY_PROTOCOL if protocol is None else Protocol.from_dict(protocol, where)
+        try:
+            return cls(**values)
+        except TypeError as e:
+            raise ConvattError(f"not a convatt run configuration ({e})", where) from None
+
+    @classmethod
+    def load(cls, run_dir: Path) -> "RunConfig":
+        path = Path(run_dir) / CONFIG_FILE
+        return cls.from_json(read_json(path, remedy=DAMAGED_RUN_REMEDY), path)
+
+    def save(self, run_dir: Path, fingerprint: dict | None = None) -> None:
+        extra = {} if fingerprint is None else {FINGERPRINT_KEY: fingerprint}
+        write_json(Path(run_dir) / CONFIG_FILE, {**self.to_json(), **extra})
+
+    def data_path(self, run_dir: Path) -> str:
+        """`data` as a path that exists from here: an older run's relative path is tried
+        against the current directory, then against the directory the run was started
+        from (the run directory less its `out`), then against the run directory."""
+        data = Path(self.data).expanduser()
+        if data.is_absolute() or data.exists():
+            return str(data)
+        run_dir = Path(run_dir).resolve()
+        out_parts = Path(self.out).parts
+        candidates = [run_dir / data]
+        if not Path(self.out).is_absolute() and run_dir.parts[-len(out_parts):] == out_parts:
+            candidates.insert(0, Path(*run_dir.parts[:-len(out_parts)]) / data)
+        return str(next((c for c in candidates if c.exists()), data))
+
+    def check(self) -> None:
+        """Options a run cannot start with, before anything is written."""
+        if not 0 <= self.seed <= 2**32 - 1:
+            raise ConvattError(f"seed must be between 0 and 2**32 - 1, not {self.seed}")
+        for name, minimum in (("epochs", 1), ("patience", 1), ("batch_size", 1), ("eval_batch_size", 1),
+                              ("limit", 1), ("curve_every", 0), ("embeddings_limit", 0), ("curve_until", -1)):
+            value = getattr(self, name)
+            if value is not None and value < minimum:
+                raise ConvattError(f"{name} must be at least {minimum}, not {value}")
+
+    def differences(self, other: "RunConfig") -> list[str]:
+        """`field: old -> new` for what differs beyond `RESUMABLE_CHANGES` (paths compared resolved)."""
+        same_path = lambda a, b: a == b or (a and b and os.path.realpath(a) == os.path.realpath(b))
+        out = []
+        for f in dataclasses.fields(self):
+            old, new = getattr(self, f.name), getattr(other, f.name)
+            if f.name in self.RESUMABLE_CHANGES or old == new:
+                continue
+            if f.name in ("data", "embeddings") and same_path(old, new):
+                continue
+            if f.name == "protocol":
+                out.append(f"protocol: {old.label()} -> {new.label()}")
+            else:
+                out.append(f"{f.name}: {old!r} -> {new!r}")
+        return out
+
+    @property
+    def setting(self) -> "Setting":
+        return Setting(protocol=self.protocol.label(), mask_padding=self.mask_padding, limit=self.limit,
+                       max_epochs=self.epochs if self.epochs < PAPER_EPOCHS else None, precision=self.precision)
+
+
+DAMAGED_RUN_REMEDY = ("if it is a run directory, its run cannot be read back: delete the directory (or this "
+                      "file) and train the run again")
+
+
+def _check_marker(data: dict, where: Path | None) -> None:
+    """A config.json of ours: the `CONFIG_FORMAT` marker (or, older, the `LEGACY_KEYS`)."""
+    if "format" not in data:
+        missing = [k for k in LEGACY_KEYS if k not in data]
+        if missing:
+            raise ConvattError(f"not a convatt run configuration (no \"format\": \"{CONFIG_FORMAT}\" and "
+                               f"no {', '.join(missing)})", where)
+        return
+    if data["format"] != CONFIG_FORMAT:
+        raise ConvattError(f"not a convatt run configuration (format {data['format']!r}, expected "
+                           f"{CONFIG_FORMAT!r})", where)
+    schema = data.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise ConvattError(f"damaged run configuration: schema is {schema!r}, expected 1 or 2", where)
+    if schema > SCHEMA_VERSION:
+        raise ConvattError(f"written by a newer convatt (schema {schema}; this one reads up to "
+                           f"{SCHEMA_VERSION}): update convatt", where)
+
+
+@dataclass(frozen=True, order=True)
+class Setting:
+    """What sets a run apart from the paper's protocol. Runs of different settings are
+    never averaged together; the paper's own setting is `Setting()`."""
+
+    protocol: str = ORIGINAL  # `Protocol.label()`
+    mask_padding: bool = False
+    limit: int | None = None
+    max_epochs: int | None = None  # None: the paper's 100
+    precision: str = "float32"
+
+    @property
+    def is_paper(self) -> bool:
+        return self == Setting()
+
+    def parts(self) -> list[str]:
+        """The differences, for display: e.g. ["keras3", "mask", "limit 200", "max 5 epochs"]."""
+        parts = [] if self.protocol == ORIGINAL else [self.protocol]
+        if self.precision != "float32":
+            parts.append(self.precision)
+        if self.mask_padding:
+            parts.append("mask")
+        if self.limit:
+            parts.append(f"limit {self.limit}")
+        if self.max_epochs is not None:
+            parts.append(f"max {self.max_epochs} epoch{'' if self.max_epochs == 1 else 's'}")
+        return parts
+
+    def label(self) -> str:
+        """"" for the paper's setting, else the parts joined: "keras3, mask"."""
+        return ", ".join(self.parts())
+
+
+@dataclass
+class RunResult:
+    """result.json: what a finished run measured. Accuracies are fractions; a metric
+    over no tokens is None."""
+
+    preset: str
+    variant: str
+    label: str
+    seed: int
+    corpus: str
+    is_sample: bool
+    corpus_note: str
+    vectors_note: str
+    mask_padding: bool
+    dev: dict
+    test: dict
+    parameters: int
+    epochs_run: int
+    best_epoch: int
+    wall_seconds: float
+    backend: str
+    convatt_version: str
+    protocol: str = ORIGINAL  # Protocol.label(), for readers of result.json alone
+    source_commit: str = ""  # the code's git commit (`convatt.run.provenance`); "" in older results
+    machine: str = ""  # architecture, CPUs, the device Keras computed on; "" in older results
+
+    REQUIRED = ("preset", "variant", "seed", "corpus", "test")
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict, where: Path | None = None) -> "RunResult":
+        """Read result.json (older ones have no protocol: they trained under "keras3")."""
+        if not isinstance(data, dict):
+            raise ConvattError("not a convatt result (expected a JSON object)", where)
+        missing = [k for k in cls.REQUIRED if k not in data]
+        if missing:
+            raise ConvattError(f"not a convatt result: no {', '.join(missing)}", where)
+        defaults = dict(label="", is_sample=False, corpus_note="", vectors_note="", mask_padding=False,
+                        dev={}, parameters=0, epochs_run=0, best_epoch=0, wall_seconds=0.0, backend="",
+                        convatt_version="", protocol=LEGACY_PROTOCOL.label())
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        check_types(cls, values, where, "result")
+        for split in ("dev", "test"):
+            _check_scores(values.get(split, {}), split, where)
+        return cls(**{**defaults, **values})
+
+    @classmethod
+    def load(cls, run_dir: Path) -> "RunResult":
+        path = Path(run_dir) / RESULT_FILE
+        return cls.from_json(read_json(path, remedy=DAMAGED_RUN_REMEDY), path)
+
+    def save(self, run_dir: Path) -> None:
+        write_json(Path(run_dir) / RESULT_FILE, self.to_json())
+
+
+SCORES = ("all", "oov", "ambiguous")
+
+
+def _check_scores(scores: dict, split: str, where: Path | None) -> None:
+    """A split's accuracies are fractions in [0, 1] (None: no tokens), its counts whole numbers."""
+    for key in SCORES:
+        value = scores.get(key)
+        is_fraction = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+        if not (value is None or is_fraction):
+            raise ConvattError(f"damaged result: {split}.{key} is {value!r}, expected a fraction in [0, 1] "
+                               "or null", where)
+    for key in ("n_" + k for k in SCORES):
+        value = scores.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConvattError(f"damaged result: {split}.{key} is {value!r}, expected a count", where)
+    if not isinstance(scores.get("per_tag", {}), dict):
+        raise ConvattError(f"damaged result: {split}.per_tag is not an object", where)

@@ -1,0 +1,1 @@
+"""The speed benchmark and the straightforward port it is measured against."""

@@ -1,0 +1,41 @@
+"""Re-evaluate a finished run's model on a corpus split."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from convatt.data import Vocabularies, encode_split, load_corpus
+from convatt.errors import ConvattError
+from convatt.run.modelfiles import load_keras_model
+from convatt.model.prediction import evaluate
+from convatt.run.schema import RunConfig
+from convatt.training.trainer import describe_unseen_tags, unseen_tags
+from convatt.model.variants import make_config
+
+
+def evaluate_run(run: str | Path, data: str | Path | None = None, split: str = "test",
+                 warn: Callable[[str], None] = lambda line: None) -> dict:
+    """Accuracies (all / OOV / ambiguous / per tag) of `run`'s best model on a split;
+    what could surprise a reader of them goes to `warn`."""
+    run = Path(run)
+    if not run.is_dir():
+        raise ConvattError("run directory not found" if not run.exists() else "not a directory", run)
+    for name in ("config.json", "vocab.json", "model.keras"):
+        if not (run / name).exists():
+            raise ConvattError(f"not a finished run directory: {name} is missing", run)
+    config = RunConfig.load(run)
+    tagger = make_config(config.preset, config.variant, config.protocol)
+    vocab = Vocabularies.load(run / "vocab.json")
+    trained_on = load_corpus(config.preset, config.data_path(run))
+    corpus = trained_on if data is None else load_corpus(config.preset, data)
+    sentences = getattr(corpus, split)
+    if config.limit:
+        warn(f"note: this run trained on at most {config.limit:,} sentences per split (--limit); this scores "
+             f"the whole {split} split ({len(sentences):,} sentences)")
+    unseen = unseen_tags(trained_on.train[:config.limit], sentences)
+    if unseen:
+        warn("warning: " + describe_unseen_tags(unseen, split))
+    encoded = encode_split(sentences, vocab, tagger.max_len, tagger.max_word_len)
+    remedy = "the run's model is lost: delete the run directory and train the run again"
+    model = load_keras_model(run / "model.keras", remedy)
+    return evaluate(model, encoded, list(vocab.tags.tokens))
