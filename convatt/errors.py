@@ -1,4 +1,5 @@
 """The project's own error type: every expected failure is a `ConvattError`."""
+
 from __future__ import annotations
 
 import os

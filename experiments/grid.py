@@ -15,6 +15,7 @@
 One line, `key:a,b,c` groups separated by spaces, so that one `$(shell ...)` call
 gives the Makefile everything (a Python start costs ~0.1 s through pyenv shims).
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,8 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS_PY = ROOT / "convatt" / "variants.py"
 TABLE_2D = ROOT / "convatt" / "embedded" / "paper" / "paper_table2d_ud_per_treebank.csv"
-LISTS = {"paper": "PAPER_VARIANTS", "ud": "UD_VARIANTS", "positions": "POSITION_VARIANTS",
-         "attention": "ATTENTION_VARIANTS"}
+LISTS = {
+    "paper": "PAPER_VARIANTS",
+    "ud": "UD_VARIANTS",
+    "positions": "POSITION_VARIANTS",
+    "attention": "ATTENTION_VARIANTS",
+}
 
 
 def variant_lists(path: Path = VARIANTS_PY) -> dict[str, list[str]]:

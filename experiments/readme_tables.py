@@ -11,6 +11,7 @@ README between markers, so that the README's tables are those files' and never t
     python experiments/readme_tables.py [README.md]           rewrite the blocks (`make readme-tables`)
     python experiments/readme_tables.py --check [README.md]   exit 1, naming them, if a block is stale
 """
+
 from __future__ import annotations
 
 import argparse

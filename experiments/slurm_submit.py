@@ -30,6 +30,7 @@ NFS/Lustre an flock held by a dead node can outlive it.
 
 Standard library only: this runs before anything is installed on the submitting side.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,9 +46,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # squeue states of a job that is not over yet (everything else is final)
-ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
-                 "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
-                 "RESV_DEL_HOLD", "POWER_UP_NODE"}
+ACTIVE_STATES = {
+    "PENDING",
+    "RUNNING",
+    "CONFIGURING",
+    "COMPLETING",
+    "SUSPENDED",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "STOPPED",
+    "RESV_DEL_HOLD",
+    "POWER_UP_NODE",
+}
 # default sbatch options (SBATCH_FLAGS on the command line override them)
 DEFAULT_SIGNAL = "B:TERM@120"  # 2 minutes before the time limit: stop at a batch boundary
 SLURM_DIR = "slurm"
@@ -79,6 +93,7 @@ def read_runs(path: Path) -> list[Run]:
 @dataclass(frozen=True)
 class QueuedTask:
     """One array task that squeue lists, not yet over."""
+
     job_id: str
     task_id: str
     state: str
@@ -88,8 +103,12 @@ class QueuedTask:
 def squeue_tasks() -> list[QueuedTask] | None:
     """This user's array tasks that are not over (one line each: squeue -r); None if squeue fails."""
     try:
-        proc = subprocess.run(["squeue", "-h", "-r", "-u", getpass.getuser(), "-o", "%F|%K|%T|%o"],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            ["squeue", "-h", "-r", "-u", getpass.getuser(), "-o", "%F|%K|%T|%o"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:
@@ -155,27 +174,32 @@ def write_submission(runs_root: Path, args: argparse.Namespace, todo: list) -> P
 
 def submit(args: argparse.Namespace) -> int:
     if shutil.which("sbatch") is None:
-        raise SubmitError("SUBMIT=slurm: sbatch is not on PATH (is this a Slurm login node? "
-                          "experiments/slurm_local.sh start brings up a local one)")
+        raise SubmitError(
+            "SUBMIT=slurm: sbatch is not on PATH (is this a Slurm login node? "
+            "experiments/slurm_local.sh start brings up a local one)"
+        )
     runs_root = Path(args.runs)
     runs = read_runs(Path(args.runs_file))
     squeue = squeue_tasks()
     if squeue is None:
-        raise SubmitError("squeue failed, so the runs already queued or running are unknown; "
-                          "nothing submitted (is slurmctld reachable? try `squeue`)")
+        raise SubmitError(
+            "squeue failed, so the runs already queued or running are unknown; "
+            "nothing submitted (is slurmctld reachable? try `squeue`)"
+        )
     active = active_runs(runs_root, squeue)
     finished = [r for r in runs if (Path(r.run_dir) / "result.json").exists()]
     queued = [r for r in runs if r not in finished and os.path.abspath(r.run_dir) in active]
     todo = [r for r in runs if r not in finished and r not in queued]
-    print(f"{args.grid}: {len(runs)} runs: {len(finished)} finished, {len(queued)} already queued or "
-          f"running on Slurm, {len(todo)} to submit")
+    print(
+        f"{args.grid}: {len(runs)} runs: {len(finished)} finished, {len(queued)} already queued or "
+        f"running on Slurm, {len(todo)} to submit"
+    )
     if not todo:
         print(f"{args.grid}: submitted 0 runs (nothing left to do)")
         return 0
     sub = write_submission(runs_root, args, todo)
     array = f"0-{len(todo) - 1}" + (f"%{args.max_parallel}" if args.max_parallel else "")
-    cmd = ["sbatch", "--parsable", f"--array={array}", *shlex.split(args.sbatch_flags or ""),
-           str(sub / "job.sbatch")]
+    cmd = ["sbatch", "--parsable", f"--array={array}", *shlex.split(args.sbatch_flags or ""), str(sub / "job.sbatch")]
     print("+ " + shlex.join(cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -183,11 +207,15 @@ def submit(args: argparse.Namespace) -> int:
         raise SubmitError(f"sbatch failed (exit {proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
     job_id = proc.stdout.strip().split(";")[0]
     (sub / "job_id").write_text(job_id + "\n")
-    print(f"{args.grid}: submitted {len(todo)} runs as job array {job_id} "
-          f"(skipped {len(finished)} finished, {len(queued)} queued or running)")
+    print(
+        f"{args.grid}: submitted {len(todo)} runs as job array {job_id} "
+        f"(skipped {len(finished)} finished, {len(queued)} queued or running)"
+    )
     print(f"  tasks and batch script: {sub}/")
-    print(f"  follow: squeue -j {job_id}   |   make status RUNS={args.runs}   |   "
-          f"tail -f <run dir>/train.log   |   cancel: scancel {job_id}")
+    print(
+        f"  follow: squeue -j {job_id}   |   make status RUNS={args.runs}   |   "
+        f"tail -f <run dir>/train.log   |   cancel: scancel {job_id}"
+    )
     return 0
 
 
@@ -211,8 +239,7 @@ def clear_stale_lock(run_dir: Path, own_task: str, squeue: list[QueuedTask] | No
     listed = {(t.job_id, t.task_id) for t in squeue}
     if match.group(0) == f"slurm {own_task}" or (match.group(1), match.group(2)) not in listed:
         lock.unlink(missing_ok=True)
-        print(f"removed the lock of Slurm task {match.group(1)}_{match.group(2)}, which is gone ({holder})",
-              flush=True)
+        print(f"removed the lock of Slurm task {match.group(1)}_{match.group(2)}, which is gone ({holder})", flush=True)
 
 
 def split_command(command: str) -> tuple[dict[str, str], list[str]]:
@@ -235,8 +262,11 @@ def task(args: argparse.Namespace) -> int:
     run = runs[args.index]
     run_dir = Path(run.run_dir)
     own_task = f"{os.environ.get('SLURM_ARRAY_JOB_ID', '?')}_{os.environ.get('SLURM_ARRAY_TASK_ID', '?')}"
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} task {own_task} on {os.uname().nodename}: {run.run_dir}\n"
-          f"+ {run.command}", flush=True)
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')} task {own_task} on {os.uname().nodename}: {run.run_dir}\n"
+        f"+ {run.command}",
+        flush=True,
+    )
     run_dir.mkdir(parents=True, exist_ok=True)
     clear_stale_lock(run_dir, own_task, squeue_tasks())
     env, argv = split_command(run.command)

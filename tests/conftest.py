@@ -1,4 +1,5 @@
 """Shared fixtures: the embedded corpora and a runs root made by real tiny training runs."""
+
 from __future__ import annotations
 
 import atexit
@@ -41,8 +42,17 @@ TINY_SEEDS = (1, 2)
 def tiny_options(out: Path, variant: str = "san-pe-add", seed: int = 1, **changes):
     from convatt.training.trainer import TrainOptions
 
-    base = dict(preset="ptb", variant=variant, seed=seed, data=str(PTB_SAMPLE), out=str(out),
-                epochs=2, limit=160, curve_every=2, jit_compile=False)
+    base = dict(
+        preset="ptb",
+        variant=variant,
+        seed=seed,
+        data=str(PTB_SAMPLE),
+        out=str(out),
+        epochs=2,
+        limit=160,
+        curve_every=2,
+        jit_compile=False,
+    )
     return TrainOptions(**{**base, **changes})
 
 
@@ -50,9 +60,30 @@ def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[
     """The `convatt train` command line of `tiny_options` (same run, same results)."""
     import sys
 
-    return [sys.executable, "-m", "convatt", "train", "--preset", "ptb", "--variant", variant,
-            "--seed", str(seed), "--data", str(PTB_SAMPLE), "--limit", "160", "--epochs", "2",
-            "--curve-every", "2", "--jit-compile", "off", "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "convatt",
+        "train",
+        "--preset",
+        "ptb",
+        "--variant",
+        variant,
+        "--seed",
+        str(seed),
+        "--data",
+        str(PTB_SAMPLE),
+        "--limit",
+        "160",
+        "--epochs",
+        "2",
+        "--curve-every",
+        "2",
+        "--jit-compile",
+        "off",
+        "--out",
+        str(out),
+    ]
 
 
 PAUSING_CLI = """
@@ -109,8 +140,14 @@ def tiny_ud_runs(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("ud-runs")
     for variant in INSPECT_VARIANTS:
         size = dict(epochs=2, limit=300) if variant == "san-pe-add" else dict(epochs=1, limit=64)
-        opts = tiny_options(root / "ud" / "UD_English-LinES" / variant / "seed1", variant, preset="ud",
-                            data=str(LINES), curve_every=0, **size)
+        opts = tiny_options(
+            root / "ud" / "UD_English-LinES" / variant / "seed1",
+            variant,
+            preset="ud",
+            data=str(LINES),
+            curve_every=0,
+            **size,
+        )
         train_run(opts, log=lambda s: None)
     return root
 
@@ -120,10 +157,22 @@ def lock_held(path: Path, holder: str, seconds: int = 600):
     """Another process holds an flock on `path` (as a trainer does its run lock), writing `holder`."""
     import subprocess
 
-    process = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR); "
-        "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, sys.argv[2].encode()); print('locked', flush=True); "
-        "time.sleep(int(sys.argv[3]))"), str(path), holder, str(seconds)], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR); "
+                "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, sys.argv[2].encode()); print('locked', flush=True); "
+                "time.sleep(int(sys.argv[3]))"
+            ),
+            str(path),
+            holder,
+            str(seconds),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stdout.readline().strip() == "locked"
         yield

@@ -20,11 +20,13 @@ the layer built from `init_kwargs`:
 
 Weights are random (`randomize`), so a lost or swapped weight shows.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import keras
 import numpy as np
@@ -45,8 +47,10 @@ def randomize(model_or_layer, seed: int = 0, low: float = -0.5, high: float = 0.
 
 def to_numpy(structure) -> list[np.ndarray]:
     """Flat list of float64 arrays from a tensor or a nest of tensors."""
-    return [np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(x, "float32")), np.float64)
-            for x in keras.tree.flatten(structure)]
+    return [
+        np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(x, "float32")), np.float64)
+        for x in keras.tree.flatten(structure)
+    ]
 
 
 def check_config_round_trip(layer: keras.layers.Layer) -> None:

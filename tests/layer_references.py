@@ -4,6 +4,7 @@ Loop-by-loop NumPy (float64) versions of the papers' equations, written without 
 layers' vectorised tricks, and Keras' own Conv1D / Conv2D run per head with copied
 weights (the layers the paper's code used). The per-layer tests compare against these.
 """
+
 from __future__ import annotations
 
 import math
@@ -170,9 +171,23 @@ def shaw_head(q, k, v, w_key, w_value, clip):
 # ---------------------------------------------------------------- SelfAttention
 
 
-def self_attention(x, weights, keep=None, *, num_heads, head_dim, max_len=None, position_interaction=False,
-                   relative_bias=False, temperature=False, attention_conv=None, conv_kernel_size=3,
-                   relative_position_representation=None, alibi=False, kernel_initializer=None):
+def self_attention(
+    x,
+    weights,
+    keep=None,
+    *,
+    num_heads,
+    head_dim,
+    max_len=None,
+    position_interaction=False,
+    relative_bias=False,
+    temperature=False,
+    attention_conv=None,
+    conv_kernel_size=3,
+    relative_position_representation=None,
+    alibi=False,
+    kernel_initializer=None,
+):
     """NumPy SelfAttention, head by head and position by position (Dufter et al. §2.2-2.5;
     Shaw et al. eqs. 3-4 with explicit a^K_ij / a^V_ij vectors, not the layer's two-term split).
 

@@ -1,4 +1,5 @@
 """Run directories for the tests of the tables: clones of the real tiny runs with known numbers."""
+
 from __future__ import annotations
 
 import json

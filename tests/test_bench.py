@@ -1,16 +1,17 @@
 """The benchmark: the fast tagger computes the straightforward port's function, and the
 benchmark runs end to end (no timing assertions)."""
+
 import re
 
 import keras
 import numpy as np
 import pytest
 
-from convatt.speed.baseline import baseline_inputs, build_baseline, by_path, copy_weights_to_tagger, to_tagger_layout
 from convatt.data.batching import make_inputs
-from convatt.speed.bench import run_benchmark, synthetic_batches
 from convatt.model.tagger import build_tagger, count_parameters
 from convatt.model.variants import make_config
+from convatt.speed.baseline import baseline_inputs, build_baseline, by_path, copy_weights_to_tagger, to_tagger_layout
+from convatt.speed.bench import run_benchmark, synthetic_batches
 
 TINY = dict(word_dim=8, char_dim=4, char_filters=4, max_len=10, max_word_len=6)  # d_model 12, head_dim 3
 SIZES = (40, 12, 7)  # words, chars, labels
@@ -38,20 +39,21 @@ def test_fast_tagger_matches_the_straightforward_port(variant, preset):
     baseline = build_baseline(config, *SIZES)
     tagger = build_tagger(config, *SIZES)
     assert count_parameters(tagger) == count_parameters(baseline)
-    assert sum(np.prod(w.shape) for w in tagger.trainable_weights) == \
-        sum(np.prod(w.shape) for w in baseline.trainable_weights)
+    assert sum(np.prod(w.shape) for w in tagger.trainable_weights) == sum(
+        np.prod(w.shape) for w in baseline.trainable_weights
+    )
     rng = np.random.default_rng(0)  # move every weight off its initial value (gammas 1, biases 0, ...)
     for w in baseline.weights:
         if "seed_generator" not in w.path:
             w.assign(np.asarray(w) + rng.normal(0, 0.1, w.shape).astype("float32"))
     copy_weights_to_tagger(baseline, tagger, config.num_heads)
 
-    words, chars, tags, weights = synthetic_batches(1, *SIZES, n_forms=60, batch_size=5, max_len=config.max_len,
-                                                    max_word_len=config.max_word_len, seed=1)[0]
+    words, chars, tags, weights = synthetic_batches(
+        1, *SIZES, n_forms=60, batch_size=5, max_len=config.max_len, max_word_len=config.max_word_len, seed=1
+    )[0]
     x_fast, x_base = make_inputs(words, chars), baseline_inputs(words, chars)
     assert x_fast["char_rows"].shape[1] < config.max_len  # the packing does dedupe
-    np.testing.assert_allclose(tagger.predict_on_batch(x_fast), baseline.predict_on_batch(x_base),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tagger.predict_on_batch(x_fast), baseline.predict_on_batch(x_base), rtol=1e-5, atol=1e-6)
 
     fast = _gradients(tagger, x_fast, tags, weights)
     base = _gradients(baseline, x_base, tags, weights)
@@ -64,8 +66,18 @@ def test_fast_tagger_matches_the_straightforward_port(variant, preset):
 
 def test_run_benchmark_prints_the_speedup_line():
     lines = []
-    result = run_benchmark(preset="ud", variant="san-pe-add-conv", steps=2, warmup=1, batch_size=4,
-                           sizes=(40, 12, 7, 60), log=lines.append, num_layers=1, num_heads=2, **TINY)
+    result = run_benchmark(
+        preset="ud",
+        variant="san-pe-add-conv",
+        steps=2,
+        warmup=1,
+        batch_size=4,
+        sizes=(40, 12, 7, 60),
+        log=lines.append,
+        num_layers=1,
+        num_heads=2,
+        **TINY,
+    )
     assert re.fullmatch(r"speedup \d+\.\d\dx", lines[-1]), lines
     assert any(line.startswith("baseline") and "tokens/s" in line for line in lines)
     assert any(line.startswith("tagger") and "steps/s" in line for line in lines)
@@ -75,9 +87,19 @@ def test_run_benchmark_prints_the_speedup_line():
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_run_benchmark_prints_the_mixed_precision_speedup(precision):
     lines = []
-    result = run_benchmark(preset="ud", variant="san-pe-add", steps=2, warmup=1, batch_size=4,
-                           sizes=(40, 12, 7, 60), log=lines.append, precision=precision, num_layers=1,
-                           num_heads=2, **TINY)
+    result = run_benchmark(
+        preset="ud",
+        variant="san-pe-add",
+        steps=2,
+        warmup=1,
+        batch_size=4,
+        sizes=(40, 12, 7, 60),
+        log=lines.append,
+        precision=precision,
+        num_layers=1,
+        num_heads=2,
+        **TINY,
+    )
     assert re.fullmatch(rf"speedup \d+\.\d\dx \({precision} over float32\)", lines[-1]), lines
     assert any(line.startswith("float32") and "steps/s" in line for line in lines)
     assert any(line.startswith(precision) and "tokens/s" in line for line in lines)
@@ -90,9 +112,19 @@ def test_variants_beyond_the_port_are_timed_against_san_pe_add_with_memory():
     """Issue 16's variants are not in the port: the reference is SAN+PE[add] by build_tagger, in the
     same process; memory comes from two processes of their own."""
     lines = []
-    result = run_benchmark(preset="ud", variant="san-pe-add-denser", steps=2, warmup=1, batch_size=4,
-                           sizes=(40, 12, 7, 60), log=lines.append, memory=True, num_layers=1, num_heads=2,
-                           **TINY)
+    result = run_benchmark(
+        preset="ud",
+        variant="san-pe-add-denser",
+        steps=2,
+        warmup=1,
+        batch_size=4,
+        sizes=(40, 12, 7, 60),
+        log=lines.append,
+        memory=True,
+        num_layers=1,
+        num_heads=2,
+        **TINY,
+    )
     assert "baseline" not in result and {"reference", "tagger"} <= set(result)
     assert any(line.startswith("reference (build_tagger, san-pe-add") for line in lines)
     assert re.fullmatch(r"step time relative to san-pe-add \d+\.\d\dx", lines[-2]), lines
@@ -104,8 +136,18 @@ def test_variants_beyond_the_port_are_timed_against_san_pe_add_with_memory():
 
 def test_a_paper_variant_against_san_pe_add():
     lines = []
-    result = run_benchmark(preset="ud", variant="san-pe-add-conv2d", steps=2, warmup=1, batch_size=4,
-                           sizes=(40, 12, 7, 60), log=lines.append, reference="san-pe-add", num_layers=1,
-                           num_heads=2, **TINY)
+    result = run_benchmark(
+        preset="ud",
+        variant="san-pe-add-conv2d",
+        steps=2,
+        warmup=1,
+        batch_size=4,
+        sizes=(40, 12, 7, 60),
+        log=lines.append,
+        reference="san-pe-add",
+        num_layers=1,
+        num_heads=2,
+        **TINY,
+    )
     assert "baseline" not in result and any(line.startswith("reference (build_tagger, san-pe-add") for line in lines)
     assert lines[-2].startswith("step time relative to san-pe-add ")

@@ -1,11 +1,11 @@
 """The command line: Table 1c, and bad input reported without a traceback."""
+
 import gzip
 import subprocess
 import sys
 
 import pytest
-
-from conftest import LINES, PTB_SAMPLE, PTB_SAMPLE_FILES
+from conftest import LINES, PTB_SAMPLE_FILES
 
 
 def convatt(*args):
@@ -17,8 +17,14 @@ def test_params_prints_table_1c():
     assert r.returncode == 0, r.stderr
     rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()[2:]}
     assert rows["san"][2] == "7,691,823"
-    expected = {"san-pe-add": "+18,000", "san-p": "+14,400", "san-r": "+480", "san-pe-add-temp": "+48",
-                "san-pe-add-conv": "+173,760", "san-pe-add-conv2d": "+160"}
+    expected = {
+        "san-pe-add": "+18,000",
+        "san-p": "+14,400",
+        "san-r": "+480",
+        "san-pe-add-temp": "+48",
+        "san-pe-add-conv": "+173,760",
+        "san-pe-add-conv2d": "+160",
+    }
     for variant, delta in expected.items():
         assert rows[variant][-1] == delta, rows[variant]
     assert rows["san-pe-con"][2] == "8,309,935"  # 300 + 64 + 64 = 428 wide
@@ -31,29 +37,61 @@ def test_params_prints_table_1c():
     # keeps the width (no parameters); denser: queries and keys of 92 (one column more per head)
     # and the Dense layer from 4 heads x 2 segments x 91 back to 364, with its bias.
     denser = 4 * (2 * 364 * 4 * 1 + 728 * 364 + 364)
-    expected = {"san-pe-add-conv2d-pre": "+160", "san-pe-add-talking": f"{4 * 2 * 16:+,}",
-                "san-pe-add-narrowing": "+0", "san-pe-add-denser": f"{denser:+,}", "san-denser": f"{denser:+,}"}
+    expected = {
+        "san-pe-add-conv2d-pre": "+160",
+        "san-pe-add-talking": f"{4 * 2 * 16:+,}",
+        "san-pe-add-narrowing": "+0",
+        "san-pe-add-denser": f"{denser:+,}",
+        "san-denser": f"{denser:+,}",
+    }
     for variant, delta in expected.items():
         assert rows[variant][-1] == delta, rows[variant]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["train", "--preset", "ptb", "--variant", "san-pe-ad", "--out", "x"], "Did you mean 'san-pe-add'"),
-    (["train", "--preset", "pdb", "--variant", "san", "--out", "x"], "Did you mean 'ptb'"),
-    (["train", "--preset", "ud", "--variant", "san", "--data", "/no/such/treebank", "--out", "{tmp}/r"],
-     "/no/such/treebank"),
-    (["params", "--preset", "pdb"], "Did you mean 'ptb'"),
-    (["params", "--preset", "ud", "--n-words", "0", "--n-chars", "5", "--n-labels", "5"],
-     "--n-words must be at least 3"),
-    (["train", "--preset", "ptb", "--variant", "san", "--limit", "-1", "--out", "{tmp}/r"],
-     "--limit must be at least 1"),
-    (["train", "--preset", "ptb", "--variant", "san", "--embeddings-limit", "-1", "--out", "{tmp}/r"],
-     "--embeddings-limit must be at least 0"),
-    (["train", "--preset", "ud", "--variant", "san", "--embeddings", "{tmp}/v.vec", "--out", "{tmp}/r"],
-     "--embeddings applies to the ptb preset"),
-    (["train", "--preset", "ptb", "--variant", "san", "--embeddings", "{tmp}/bad.vec", "--limit", "20",
-      "--out", "{tmp}/r"], "bad.vec:3"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--preset", "ptb", "--variant", "san-pe-ad", "--out", "x"], "Did you mean 'san-pe-add'"),
+        (["train", "--preset", "pdb", "--variant", "san", "--out", "x"], "Did you mean 'ptb'"),
+        (
+            ["train", "--preset", "ud", "--variant", "san", "--data", "/no/such/treebank", "--out", "{tmp}/r"],
+            "/no/such/treebank",
+        ),
+        (["params", "--preset", "pdb"], "Did you mean 'ptb'"),
+        (
+            ["params", "--preset", "ud", "--n-words", "0", "--n-chars", "5", "--n-labels", "5"],
+            "--n-words must be at least 3",
+        ),
+        (
+            ["train", "--preset", "ptb", "--variant", "san", "--limit", "-1", "--out", "{tmp}/r"],
+            "--limit must be at least 1",
+        ),
+        (
+            ["train", "--preset", "ptb", "--variant", "san", "--embeddings-limit", "-1", "--out", "{tmp}/r"],
+            "--embeddings-limit must be at least 0",
+        ),
+        (
+            ["train", "--preset", "ud", "--variant", "san", "--embeddings", "{tmp}/v.vec", "--out", "{tmp}/r"],
+            "--embeddings applies to the ptb preset",
+        ),
+        (
+            [
+                "train",
+                "--preset",
+                "ptb",
+                "--variant",
+                "san",
+                "--embeddings",
+                "{tmp}/bad.vec",
+                "--limit",
+                "20",
+                "--out",
+                "{tmp}/r",
+            ],
+            "bad.vec:3",
+        ),
+    ],
+)
 def test_bad_arguments_fail_clearly(tmp_path, args, message):
     # a vectors file whose second row is one value short of the header's 300
     row = lambda word, n: " ".join([word] + ["0.1"] * n)
@@ -75,8 +113,7 @@ def test_a_corrupt_treebank_names_file_and_line(tmp_path):
     r = convatt("train", "--preset", "ud", "--variant", "san", "--data", bank, "--out", tmp_path / "run")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "en_lines-ud-dev.conllu:8" in r.stderr
-    debug = convatt("--debug", "train", "--preset", "ud", "--variant", "san", "--data", bank,
-                    "--out", tmp_path / "run")
+    debug = convatt("--debug", "train", "--preset", "ud", "--variant", "san", "--data", bank, "--out", tmp_path / "run")
     assert "Traceback" in debug.stderr
 
 
@@ -90,8 +127,20 @@ def test_unbalanced_mrg_names_file_and_line(tmp_path):
 
 
 def test_backend_start_up_noise_is_hidden_unless_debug():
-    cmd = [sys.executable, "-m", "convatt", "params", "--preset", "ud", "--n-words", "50", "--n-chars", "9",
-           "--n-labels", "5"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "convatt",
+        "params",
+        "--preset",
+        "ud",
+        "--n-words",
+        "50",
+        "--n-chars",
+        "9",
+        "--n-labels",
+        "5",
+    ]
     quiet = subprocess.run(cmd, capture_output=True, text=True, check=True)
     assert "Table 1c" in quiet.stdout and "oneDNN" not in quiet.stderr and "absl" not in quiet.stderr
     loud = subprocess.run(cmd[:3] + ["--debug"] + cmd[3:], capture_output=True, text=True, check=True)

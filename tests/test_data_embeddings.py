@@ -1,4 +1,5 @@
 """Pretrained vectors: .vec text through gensim (limit, random rows) and fastText .bin."""
+
 from __future__ import annotations
 
 import gzip
@@ -8,8 +9,13 @@ import pytest
 
 from convatt.data import Vocab, load_word_vectors
 
-ROWS = {"the": [0.1, 0.2, 0.3, 0.4], ",": [1.0, -1.0, 0.5, 0.25], "dog": [2.0, 2.0, 2.0, 2.0],
-        "runs": [-0.5, 0.0, 0.5, 1.0], "cat": [3.0, 3.0, 3.0, 3.0]}
+ROWS = {
+    "the": [0.1, 0.2, 0.3, 0.4],
+    ",": [1.0, -1.0, 0.5, 0.25],
+    "dog": [2.0, 2.0, 2.0, 2.0],
+    "runs": [-0.5, 0.0, 0.5, 1.0],
+    "cat": [3.0, 3.0, 3.0, 3.0],
+}
 
 
 def write_vec(path, rows=ROWS, dim=4):
@@ -58,8 +64,7 @@ def fasttext_bin(tmp_path_factory):
     from gensim.models.fasttext import save_facebook_model
 
     sentences = [["the", "dog", "runs"], ["the", "cat", "sleeps", ","]] * 10
-    model = FastText(vector_size=8, window=2, min_count=1, min_n=2, max_n=3, bucket=2000,
-                     seed=1, workers=1)
+    model = FastText(vector_size=8, window=2, min_count=1, min_n=2, max_n=3, bucket=2000, seed=1, workers=1)
     model.build_vocab(corpus_iterable=sentences)
     model.train(corpus_iterable=sentences, total_examples=len(sentences), epochs=2)
     path = tmp_path_factory.mktemp("ft") / "tiny.bin"

@@ -1,18 +1,26 @@
 """Encoding: chunking, truncation, PAD/OOV ids, OOV and ambiguity masks, saved vocabularies."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from convatt.data import (
-    EMBEDDED_DATA_DIR, Vocab, Vocabularies, ambiguous_words, build_char_vocab, build_tag_vocab,
-    build_vocabularies, build_word_vocab, chunk, encode_split, read_ptb,
+    EMBEDDED_DATA_DIR,
+    Vocab,
+    Vocabularies,
+    ambiguous_words,
+    build_char_vocab,
+    build_tag_vocab,
+    build_vocabularies,
+    build_word_vocab,
+    chunk,
+    encode_split,
+    read_ptb,
 )
 from convatt.errors import ConvattError
 
-TRAIN = [[("the", "DT"), ("dog", "NN"), ("runs", "VBZ")],
-         [("the", "DT"), ("runs", "NNS")],
-         [("dog", "VB")]]
+TRAIN = [[("the", "DT"), ("dog", "NN"), ("runs", "VBZ")], [("the", "DT"), ("runs", "NNS")], [("dog", "VB")]]
 TEST = [[("the", "DT"), ("cat", "NN"), ("dog", "NN"), ("runs", "VBZ"), ("Ω", "NN")]]
 
 
@@ -20,8 +28,7 @@ TEST = [[("the", "DT"), ("cat", "NN"), ("dog", "NN"), ("runs", "VBZ"), ("Ω", "N
 def vocabs():
     # counts over train+test: the 3, dog 3, runs 2, cat 1, Ω 1; keep 2 -> "the", "dog"
     words = build_word_vocab(TRAIN + TEST, max_size=2)
-    return Vocabularies(words, build_char_vocab(TRAIN), build_tag_vocab(TRAIN),
-                        ambiguous_words(TRAIN))
+    return Vocabularies(words, build_char_vocab(TRAIN), build_tag_vocab(TRAIN), ambiguous_words(TRAIN))
 
 
 def test_chunk_cuts_130_tokens_into_60_60_10():

@@ -1,14 +1,14 @@
 """PTB reader on the embedded NLTK sample, and the LDC layout's split by section."""
+
 from __future__ import annotations
 
 import shutil
 
 import pytest
-
-from convatt.data import EMBEDDED_DATA_DIR, build_tag_vocab, load_corpus, read_mrg, read_ptb
-from convatt.data.ptb import SAMPLE_SPLIT
-
 from conftest import PTB_SAMPLE, PTB_SAMPLE_FILES
+
+from convatt.data import build_tag_vocab, load_corpus, read_mrg, read_ptb
+from convatt.data.ptb import SAMPLE_SPLIT
 
 SAMPLE = PTB_SAMPLE_FILES  # the embedded archive, unpacked
 
@@ -56,9 +56,11 @@ def test_read_mrg_first_tree():
 
 def test_read_mrg_drops_traces_and_accepts_compact_trees(tmp_path):
     path = tmp_path / "t.mrg"
-    path.write_text("((S (NP-SBJ (-NONE- *-1)) (VP (VBZ is) (ADJP (JJ fine))) (. .)))\n"
-                    "( (NP (-LRB- -LRB-) (NN x) (-RRB- -RRB-)) )\n"
-                    "( (S (-NONE- *T*)) )\n")
+    path.write_text(
+        "((S (NP-SBJ (-NONE- *-1)) (VP (VBZ is) (ADJP (JJ fine))) (. .)))\n"
+        "( (NP (-LRB- -LRB-) (NN x) (-RRB- -RRB-)) )\n"
+        "( (S (-NONE- *T*)) )\n"
+    )
     assert read_mrg(path) == [
         [("is", "VBZ"), ("fine", "JJ"), (".", ".")],
         [("-LRB-", "-LRB-"), ("x", "NN"), ("-RRB-", "-RRB-")],
@@ -81,8 +83,7 @@ def test_ldc_layout_is_split_by_section(tmp_path):
     corpus = load_corpus("ptb", tmp_path)
     per_file = len(read_mrg(SAMPLE / "wsj_0001.mrg")) + len(read_mrg(SAMPLE / "wsj_0002.mrg"))
     assert corpus.name == "PTB" and corpus.note == ""
-    assert (len(corpus.train), len(corpus.dev), len(corpus.test)) == (19 * per_file, 3 * per_file,
-                                                                      3 * per_file)
+    assert (len(corpus.train), len(corpus.dev), len(corpus.test)) == (19 * per_file, 3 * per_file, 3 * per_file)
 
 
 def test_ldc_layout_with_missing_sections_says_so(tmp_path):

@@ -1,4 +1,5 @@
 """UD reader on the four embedded UD 2.2 treebanks."""
+
 from __future__ import annotations
 
 import gzip
@@ -6,7 +7,12 @@ import gzip
 import pytest
 
 from convatt.data import (
-    EMBEDDED_DATA_DIR, load_corpus, read_conllu, read_ud, treebank_key, treebank_name,
+    EMBEDDED_DATA_DIR,
+    load_corpus,
+    read_conllu,
+    read_ud,
+    treebank_key,
+    treebank_name,
 )
 
 UD = EMBEDDED_DATA_DIR / "ud-2.2"
@@ -35,16 +41,21 @@ def test_treebank_names():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_counts_match_the_data_readme(corpora, name):
     corpus = corpora[name]
-    got = tuple((len(split), sum(map(len, split))) for split in (corpus.train, corpus.dev,
-                                                                 corpus.test))
+    got = tuple((len(split), sum(map(len, split))) for split in (corpus.train, corpus.dev, corpus.test))
     assert got == EXPECTED[name]
     assert corpus.note == ""
 
 
 def test_forms_and_upos(corpora):
     first = corpora["English-GUM"].train[0]
-    assert first == [("Aesthetic", "ADJ"), ("Appreciation", "NOUN"), ("and", "CCONJ"),
-                     ("Spanish", "ADJ"), ("Art", "NOUN"), (":", "PUNCT")]
+    assert first == [
+        ("Aesthetic", "ADJ"),
+        ("Appreciation", "NOUN"),
+        ("and", "CCONJ"),
+        ("Spanish", "ADJ"),
+        ("Art", "NOUN"),
+        (":", "PUNCT"),
+    ]
     vi = {form for s in corpora["Vietnamese-VTB"].train for form, _ in s}
     assert "chiến tranh" in vi  # VTB forms contain spaces: the columns are tabs only
 
@@ -67,9 +78,9 @@ def test_multiword_tokens_and_empty_nodes_are_skipped(tmp_path):
         "3\ta\ta\tADP\t_\t_\t5\tcase\t_\t_\n"
         "4\tel\tel\tDET\t_\t_\t5\tdet\t_\t_\n"
         "4.1\tvamos\tir\tVERB\t_\t_\t_\t_\t0:root\t_\n"
-        "5\tmar\tmar\tNOUN\t_\t_\t1\tobl\t_\t_\n\n")
-    assert read_conllu(path) == [[("Vamos", "VERB"), ("nos", "PRON"), ("a", "ADP"),
-                                  ("el", "DET"), ("mar", "NOUN")]]
+        "5\tmar\tmar\tNOUN\t_\t_\t1\tobl\t_\t_\n\n"
+    )
+    assert read_conllu(path) == [[("Vamos", "VERB"), ("nos", "PRON"), ("a", "ADP"), ("el", "DET"), ("mar", "NOUN")]]
 
 
 def test_load_corpus_dispatches_to_ud():

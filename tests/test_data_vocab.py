@@ -1,4 +1,5 @@
 """Vocabularies: special indices, size rules, tie-break, JSON round trip, ambiguity."""
+
 from __future__ import annotations
 
 import json
@@ -6,14 +7,22 @@ import json
 import pytest
 
 from convatt.data import (
-    EMBEDDED_DATA_DIR, OOV_ID, PAD_ID, Corpus, Vocab, ambiguous_words, build_char_vocab,
-    build_tag_vocab, build_vocabularies, build_word_vocab, read_ptb, read_ud,
+    EMBEDDED_DATA_DIR,
+    OOV_ID,
+    PAD_ID,
+    Corpus,
+    Vocab,
+    ambiguous_words,
+    build_char_vocab,
+    build_tag_vocab,
+    build_vocabularies,
+    build_word_vocab,
+    read_ptb,
+    read_ud,
 )
 from convatt.training.protocol import Protocol
 
-TRAIN = [[("the", "DT"), ("dog", "NN"), ("runs", "VBZ")],
-         [("the", "DT"), ("runs", "NNS")],
-         [("dog", "VB")]]
+TRAIN = [[("the", "DT"), ("dog", "NN"), ("runs", "VBZ")], [("the", "DT"), ("runs", "NNS")], [("dog", "VB")]]
 
 
 def test_pad_and_oov_indices():
@@ -70,12 +79,17 @@ def test_ptb_sample_vocabularies():
 
 def test_original_vocabulary_counts_tags_over_all_splits():
     corpus = Corpus("x", TRAIN, [[("cat", "JJ")]], [[("dog", "UH")]])
-    assert build_vocabularies(corpus, "ud", Protocol.named("keras3")).tags.tokens[2:] == ("DT", "NN", "NNS", "VB", "VBZ")
+    assert build_vocabularies(corpus, "ud", Protocol.named("keras3")).tags.tokens[2:] == (
+        "DT",
+        "NN",
+        "NNS",
+        "VB",
+        "VBZ",
+    )
     assert build_vocabularies(corpus, "ud").tags.tokens[2:] == ("DT", "JJ", "NN", "NNS", "UH", "VB", "VBZ")
 
 
-@pytest.mark.parametrize("name, distinct", [("UD_English-LinES", 10138),
-                                            ("UD_Vietnamese-VTB", 5817)])
+@pytest.mark.parametrize("name, distinct", [("UD_English-LinES", 10138), ("UD_Vietnamese-VTB", 5817)])
 def test_ud_vocabulary_is_half_of_the_distinct_forms(name, distinct):
     corpus = read_ud(EMBEDDED_DATA_DIR / "ud-2.2" / name)
     assert len({w for s in corpus.all_sentences() for w, _ in s}) == distinct

@@ -1,4 +1,5 @@
 """convatt.results.efficiency: learning efficiency from runs with hand-made curves, numbers worked out by hand."""
+
 from __future__ import annotations
 
 import math
@@ -6,11 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from convatt.results import efficiency
-from convatt.results import frames as run_table
-from convatt.results import tables
 from synthetic_runs import write_run
+
+from convatt.results import efficiency, tables
+from convatt.results import frames as run_table
 
 REF, CONV2D = "san-pe-add", "san-pe-add-conv2d"
 
@@ -51,7 +51,9 @@ def test_first_reaching_and_curve_area():
     assert efficiency.curve_area([100, 200, 400], [0.2, 0.4, 0.4]) == (pytest.approx((30 + 80) / 300), 400)
     assert efficiency.curve_area([500], [0.3]) == (0.3, 500)
     assert efficiency.curve_area([100, 200, 200, 2000], [0.4, 0.6, 0.5, 0.5]) == (
-        pytest.approx((50 + 900) / 1900), 2000)  # a step down where a run ended, then flat
+        pytest.approx((50 + 900) / 1900),
+        2000,
+    )  # a step down where a run ended, then flat
     assert all(math.isnan(v) for v in efficiency.curve_area([2100], [0.3]))
 
 
@@ -74,7 +76,12 @@ def test_batches_and_epochs_per_run(ptb_runs):
 def test_mean_and_std_over_the_seeds_that_reached(ptb_runs):
     _, frame = per_model(ptb_runs)
     conv2d, ref = frame.loc[CONV2D], frame.loc[REF]
-    assert (conv2d["epochs_90"], conv2d["epochs_90_std"], conv2d["epochs_90_n"], conv2d["epochs_90_of"]) == (1.5, 0.5, 2, 2)
+    assert (conv2d["epochs_90"], conv2d["epochs_90_std"], conv2d["epochs_90_n"], conv2d["epochs_90_of"]) == (
+        1.5,
+        0.5,
+        2,
+        2,
+    )
     assert (conv2d["epochs_99"], conv2d["epochs_99_n"], conv2d["epochs_99_of"]) == (3, 1, 2)
     assert math.isnan(conv2d["epochs_99_std"])  # one seed
     assert (conv2d["batches_95"], conv2d["batches_95_std"]) == (200, 0)
@@ -102,8 +109,10 @@ def test_the_table_shows_what_was_not_reached(ptb_runs, tmp_path):
 
 def test_ud_is_averaged_over_treebanks_after_the_seeds(ptb_runs, tmp_path):
     root = tmp_path / "ud"
-    for seed, (h_ref, c_ref, h, c) in {1: ([0.5, 0.8, 0.9, 0.88], [0.4, 0.6, 0.82, 0.9], [0.82, 0.86, 0.95], [0.85, 0.9]),
-                                       2: ([0.6, 0.8], [0.5, 0.8], [0.7, 0.75, 0.78], [0.73, 0.79])}.items():
+    for seed, (h_ref, c_ref, h, c) in {
+        1: ([0.5, 0.8, 0.9, 0.88], [0.4, 0.6, 0.82, 0.9], [0.82, 0.86, 0.95], [0.85, 0.9]),
+        2: ([0.6, 0.8], [0.5, 0.8], [0.7, 0.75, 0.78], [0.73, 0.79]),
+    }.items():
         write_run(root, REF, seed, h_ref, c_ref, preset="ud", corpus="English-LinES")
         write_run(root, CONV2D, seed, h, c, preset="ud", corpus="English-LinES")
     write_run(root, REF, 1, [0.5, 1.0], [0.5, 1.0], preset="ud", corpus="Vietnamese-VTB")
@@ -128,8 +137,9 @@ def test_a_curve_cut_by_curve_until_is_not_extended(tmp_path):
     """Training went on past the curve's end (`--curve-until 200`): the area covers what was recorded."""
     root = tmp_path / "runs"
     out = write_run(root, REF, 1, [0.5, 0.8, 0.9, 0.88], [0.4, 0.6], curve_until=200)
-    (out / "curve.csv").write_text("step,epoch,dev_accuracy,dev_batch_mean_accuracy\n"
-                                   "100,1,0.4,0.4\n200,1,0.6,0.6\n")  # 4 epochs of 400 batches, curve to 200
+    (out / "curve.csv").write_text(
+        "step,epoch,dev_accuracy,dev_batch_mean_accuracy\n100,1,0.4,0.4\n200,1,0.6,0.6\n"
+    )  # 4 epochs of 400 batches, curve to 200
     per_run, _ = per_model(root)
     assert per_run.loc[0, "auc"] == pytest.approx(50) and per_run.loc[0, "auc_until"] == 200
 
@@ -138,8 +148,7 @@ def test_a_run_that_ended_in_an_epoch_without_a_curve_point_is_held_too(tmp_path
     """The last point (batch 200) lies in epoch 4; the run ended in epoch 5, before batch 300 was due."""
     root = tmp_path / "runs"
     out = write_run(root, REF, 1, [0.5, 0.7, 0.8, 0.85, 0.84], [0.6, 0.8])
-    (out / "curve.csv").write_text("step,epoch,dev_accuracy,dev_batch_mean_accuracy\n"
-                                   "100,2,0.6,0.6\n200,4,0.8,0.8\n")
+    (out / "curve.csv").write_text("step,epoch,dev_accuracy,dev_batch_mean_accuracy\n100,2,0.6,0.6\n200,4,0.8,0.8\n")
     per_run, _ = per_model(root)
     assert per_run.loc[0, "auc"] == pytest.approx(100 * (100 * 0.7 + 1800 * 0.85) / 1900)
     assert per_run.loc[0, "auc_until"] == 2000

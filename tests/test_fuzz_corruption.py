@@ -5,22 +5,21 @@ state.json, vocab.json) or corpus / vectors file is cut short, has bytes flipped
 inserted or deleted, or (JSON) has one value replaced by another JSON value; the
 reader must then raise `ConvattError` naming the file, or return a well-typed value.
 """
+
 from __future__ import annotations
 
 import gzip
 import json
 
 import numpy as np
-import pytest
+from conftest import PTB_SAMPLE_FILES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convatt.data import EMBEDDED_DATA_DIR, Vocab, Vocabularies, load_word_vectors, read_conllu, read_mrg
 from convatt.errors import ConvattError
-from convatt.run.storage import read_json
-
-from conftest import PTB_SAMPLE_FILES
 from convatt.run.schema import RunConfig, RunResult
+from convatt.run.storage import read_json
 from convatt.training.trainer import TrainState
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -34,7 +33,7 @@ def byte_damage(draw, original: bytes) -> bytes:
     data = bytearray(original)
     kind = draw(st.sampled_from(["truncate", "flip", "insert", "delete"]))
     if kind == "truncate":
-        return bytes(data[:draw(st.integers(0, len(data) - 1))])
+        return bytes(data[: draw(st.integers(0, len(data) - 1))])
     for _ in range(draw(st.integers(1, 4))):
         at = draw(st.integers(0, len(data) - 1))
         if kind == "flip":
@@ -42,13 +41,15 @@ def byte_damage(draw, original: bytes) -> bytes:
         elif kind == "insert":
             data[at:at] = draw(st.binary(min_size=1, max_size=4))
         else:
-            del data[at:at + draw(st.integers(1, 8))]
+            del data[at : at + draw(st.integers(1, 8))]
     return bytes(data)
 
 
-JSON_VALUE = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
-                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                                       max_size=3), max_leaves=5)
+JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=5,
+)
 
 
 @st.composite
@@ -90,19 +91,42 @@ def reads_or_convatt_error(read, path):
 # ---- run-directory files --------------------------------------------------------------
 
 CONFIG = RunConfig(preset="ptb", variant="san-pe-add", seed=1, data="/data/ptb", out="/runs/x", limit=160)
-RESULT = RunResult(preset="ptb", variant="san-pe-add", label="SAN+PE[add]", seed=1, corpus="PTB", is_sample=False,
-                   corpus_note="", vectors_note="", mask_padding=False,
-                   dev={"all": 0.9, "oov": None, "ambiguous": 0.8, "n_all": 10, "n_oov": 0, "n_ambiguous": 3,
-                        "per_tag": {"NN": 0.9}},
-                   test={"all": 0.85, "oov": 0.5, "ambiguous": 0.7, "n_all": 12, "n_oov": 2, "n_ambiguous": 4,
-                         "per_tag": {"NN": 0.8}},
-                   parameters=100, epochs_run=2, best_epoch=1, wall_seconds=3.5, backend="tensorflow",
-                   convatt_version="0.1.0")
-STATE = TrainState(epoch=2, step=10, best_dev=0.5, best_epoch=1, bad_epochs=1, seconds=3.0,
-                   history=[{"epoch": 1, "loss": 1.0}, {"epoch": 2, "loss": 0.9}],
-                   curve=[{"step": 2, "epoch": 1, "dev_accuracy": 0.1}])
-VOCABULARIES = Vocabularies(Vocab.from_items(["the", "dog"]), Vocab.from_items("dghet"), Vocab.from_items(["DT", "NN"]),
-                            frozenset({"the"}), "<PAD>")
+RESULT = RunResult(
+    preset="ptb",
+    variant="san-pe-add",
+    label="SAN+PE[add]",
+    seed=1,
+    corpus="PTB",
+    is_sample=False,
+    corpus_note="",
+    vectors_note="",
+    mask_padding=False,
+    dev={"all": 0.9, "oov": None, "ambiguous": 0.8, "n_all": 10, "n_oov": 0, "n_ambiguous": 3, "per_tag": {"NN": 0.9}},
+    test={"all": 0.85, "oov": 0.5, "ambiguous": 0.7, "n_all": 12, "n_oov": 2, "n_ambiguous": 4, "per_tag": {"NN": 0.8}},
+    parameters=100,
+    epochs_run=2,
+    best_epoch=1,
+    wall_seconds=3.5,
+    backend="tensorflow",
+    convatt_version="0.1.0",
+)
+STATE = TrainState(
+    epoch=2,
+    step=10,
+    best_dev=0.5,
+    best_epoch=1,
+    bad_epochs=1,
+    seconds=3.0,
+    history=[{"epoch": 1, "loss": 1.0}, {"epoch": 2, "loss": 0.9}],
+    curve=[{"step": 2, "epoch": 1, "dev_accuracy": 0.1}],
+)
+VOCABULARIES = Vocabularies(
+    Vocab.from_items(["the", "dog"]),
+    Vocab.from_items("dghet"),
+    Vocab.from_items(["DT", "NN"]),
+    frozenset({"the"}),
+    "<PAD>",
+)
 
 
 def _config_json() -> dict:
@@ -129,8 +153,11 @@ def test_run_result_reader(tmp_path, data):
 
 
 @FUZZ
-@given(data=damaged(json.dumps({**STATE.to_json(), "seed_states": [[1, 2]]}).encode(),
-                    {**STATE.to_json(), "seed_states": [[1, 2]]}))
+@given(
+    data=damaged(
+        json.dumps({**STATE.to_json(), "seed_states": [[1, 2]]}).encode(), {**STATE.to_json(), "seed_states": [[1, 2]]}
+    )
+)
 def test_train_state_reader(tmp_path, data):
     (tmp_path / "state.json").write_bytes(data)
     state = reads_or_convatt_error(lambda p: TrainState.from_json(read_json(p), p), tmp_path / "state.json")
@@ -150,6 +177,7 @@ def test_vocabularies_reader(tmp_path, data):
 
 
 # ---- corpus and vectors files ---------------------------------------------------------
+
 
 def _conllu_sample() -> bytes:
     lines = gzip.decompress(LINES_DEV.read_bytes()).decode().split("\n")

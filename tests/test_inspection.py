@@ -1,13 +1,14 @@
 """convatt inspect: statistics against an independent computation, figures per variant, skips."""
+
 import keras
 import numpy as np
 import pytest
+from conftest import INSPECT_VARIANTS
 from scipy.stats import entropy
 
-from conftest import INSPECT_VARIANTS
-from convatt.trained import inspection
 from convatt.data.batching import iterate_batches
 from convatt.errors import ConvattError
+from convatt.trained import inspection
 from convatt.trained.loading import load_run
 
 
@@ -21,8 +22,9 @@ def call_attention(trained, inputs):
     inputs taken from a sub-model of the tagger."""
     layers = inspection.attention_layers(trained.model)
     layer_inputs = keras.Model(trained.model.input, [layer.input for layer in layers]).predict_on_batch(inputs)
-    return [keras.ops.convert_to_numpy(layer(x, return_attention_scores=True)[1])
-            for layer, x in zip(layers, layer_inputs)]
+    return [
+        keras.ops.convert_to_numpy(layer(x, return_attention_scores=True)[1]) for layer, x in zip(layers, layer_inputs)
+    ]
 
 
 @pytest.mark.parametrize("variant", ["san-p-r", "san-pe-add-temp", "san-pe-add-conv2d"])
@@ -76,8 +78,13 @@ def test_inspect_writes_the_variants_figures_and_says_what_it_skips(runs, varian
     assert stems == EXPECTED[variant] | {f"attention_layer{i}" for i in range(1, 5)} | {"attention_entropy"}
     assert all((tmp_path / f"{s}.pdf").read_bytes()[:4] == b"%PDF" for s in stems)
     skipped = {line.split(":")[0].removeprefix("skipped ") for line in lines if line.startswith("skipped")}
-    optional = {"position_interactions", "relative_biases", "temperatures", "position_embedding_similarity",
-                "conv_kernels"}
+    optional = {
+        "position_interactions",
+        "relative_biases",
+        "temperatures",
+        "position_embedding_similarity",
+        "conv_kernels",
+    }
     assert skipped == {s for s in optional if not any(x.startswith(s) for x in stems)}
     assert (tmp_path / "attention_statistics.csv").read_text().startswith(",".join(inspection.STAT_COLUMNS))
 

@@ -1,11 +1,12 @@
 """AlibiBias: the harness, slopes, a NumPy reference, errors."""
+
 import keras
+import layer_references as ref
 import numpy as np
 import pytest
-
-import layer_references as ref
-from convatt.layers import AlibiBias
 from layer_harness import check_clone_computes_the_same, run_layer_test
+
+from convatt.layers import AlibiBias
 
 ATOL = 1e-5
 
@@ -41,7 +42,7 @@ def test_float32_bias_under_mixed_policy():
 
 
 def test_slopes_other_head_counts_and_errors():
-    np.testing.assert_allclose(AlibiBias(8).slopes, [2.0 ** -k for k in range(1, 9)])
+    np.testing.assert_allclose(AlibiBias(8).slopes, [2.0**-k for k in range(1, 9)])
     np.testing.assert_allclose(AlibiBias(2).slopes, [1 / 16, 1 / 256])
     with pytest.raises(ValueError, match="num_heads=4"):
         AlibiBias(4)(np.zeros((1, 2, 3, 3), "float32"))

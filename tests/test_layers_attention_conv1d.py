@@ -1,12 +1,14 @@
 """AttentionConv1D (+Conv): the harness, Keras' Conv1D per head and a NumPy reference, init, errors."""
+
 import keras
+import layer_references as ref
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-
-import layer_references as ref
-from convatt.layers import AttentionConv1D
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from layer_harness import check_clone_computes_the_same, randomize, run_layer_test
+
+from convatt.layers import AttentionConv1D
 
 ATOL = 1e-5
 FAST = settings(max_examples=6, deadline=None, derandomize=True)
@@ -14,8 +16,14 @@ FAST = settings(max_examples=6, deadline=None, derandomize=True)
 
 def test_layer_harness(tmp_path):
     attention = np.random.default_rng(0).uniform(size=(2, 2, 5, 6)).astype("float32")
-    run_layer_test(AttentionConv1D, dict(max_len=6, num_heads=2, activation="tanh", kernel_initializer="zeros"),
-                   attention, (2, 2, 5, 6), tmp_path, expected_num_weights=2)
+    run_layer_test(
+        AttentionConv1D,
+        dict(max_len=6, num_heads=2, activation="tanh", kernel_initializer="zeros"),
+        attention,
+        (2, 2, 5, 6),
+        tmp_path,
+        expected_num_weights=2,
+    )
 
 
 def test_parameter_counts_and_shapes():
@@ -106,8 +114,14 @@ def test_checks_length():
 
 
 def test_from_config_round_trip():
-    layer = AttentionConv1D(8, 2, kernel_size=5, activation="sigmoid", kernel_initializer="ones",
-                            bias_initializer=keras.initializers.Constant(-0.1))
+    layer = AttentionConv1D(
+        8,
+        2,
+        kernel_size=5,
+        activation="sigmoid",
+        kernel_initializer="ones",
+        bias_initializer=keras.initializers.Constant(-0.1),
+    )
     x = np.random.default_rng(2).uniform(size=(2, 2, 8, 8)).astype("float32")
     layer(x)
     randomize(layer, low=0.1, high=0.6)

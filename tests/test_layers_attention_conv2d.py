@@ -1,12 +1,14 @@
 """AttentionConv2D (+Conv2d): the harness, Keras' Conv2D per head and a NumPy reference, init, errors."""
+
 import keras
+import layer_references as ref
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-
-import layer_references as ref
-from convatt.layers import AttentionConv2D
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from layer_harness import check_clone_computes_the_same, randomize, run_layer_test
+
+from convatt.layers import AttentionConv2D
 
 ATOL = 1e-5
 FAST = settings(max_examples=6, deadline=None, derandomize=True)
@@ -14,8 +16,14 @@ FAST = settings(max_examples=6, deadline=None, derandomize=True)
 
 def test_layer_harness(tmp_path):
     attention = np.random.default_rng(0).uniform(size=(2, 3, 5, 6)).astype("float32")
-    run_layer_test(AttentionConv2D, dict(num_heads=3, kernel_size=2, kernel_initializer="zeros"), attention,
-                   (2, 3, 5, 6), tmp_path, expected_num_weights=2)
+    run_layer_test(
+        AttentionConv2D,
+        dict(num_heads=3, kernel_size=2, kernel_initializer="zeros"),
+        attention,
+        (2, 3, 5, 6),
+        tmp_path,
+        expected_num_weights=2,
+    )
 
 
 def test_parameter_count_and_shape():
@@ -40,8 +48,9 @@ def test_equals_keras_conv2d_and_numpy(kernel_size, q, k):
     )
     np.testing.assert_allclose(out, expected, atol=ATOL)
     for h in range(heads):
-        np.testing.assert_allclose(out[:, h], ref.keras_conv2d_one_head(x[:, h], kernel[h], bias[h], kernel_size),
-                                   atol=ATOL)
+        np.testing.assert_allclose(
+            out[:, h], ref.keras_conv2d_one_head(x[:, h], kernel[h], bias[h], kernel_size), atol=ATOL
+        )
 
 
 def test_float32_convolution_under_mixed_policy():

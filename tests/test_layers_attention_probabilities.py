@@ -1,9 +1,9 @@
 """SelfAttention.attention_probabilities: the layer's own attention, before and after the convolution."""
+
+import keras
 import numpy as np
 import pytest
-import keras
-
-from test_layers_self_attention import ATOL, B, D, OPTIONS, T, make_layer, reference, run
+from test_layers_self_attention import ATOL, OPTIONS, B, D, T, make_layer, reference, run
 
 
 def probabilities(layer, x, **kwargs):

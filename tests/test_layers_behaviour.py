@@ -7,11 +7,12 @@ layer learns to attend to the previous token (> 95% on held-out data); without
 position information it cannot beat the best position-blind guess (the most frequent
 other token of the sequence, ~21% here; chance is 1/32).
 """
+
 from collections import Counter
 
+import keras
 import numpy as np
 import pytest
-import keras
 
 from convatt.layers import SelfAttention
 

@@ -1,5 +1,6 @@
 """SelfAttention(attention_conv=..., conv_before_softmax=True): the convolution on the scores,
 before the softmax, against a NumPy reference with explicit loops."""
+
 import math
 
 import keras
@@ -89,8 +90,9 @@ def test_convolution_before_the_softmax_matches_numpy(kind, masked):
 def test_before_the_softmax_has_no_activation_and_needs_a_convolution():
     layer = SelfAttention(H, DH, attention_conv="2d", conv_before_softmax=True)
     assert layer.modifications["attention_conv"].activation is keras.activations.linear
-    assert SelfAttention(H, DH, attention_conv="2d").modifications["attention_conv"].activation \
-        is keras.activations.relu
+    assert (
+        SelfAttention(H, DH, attention_conv="2d").modifications["attention_conv"].activation is keras.activations.relu
+    )
     with pytest.raises(ValueError, match="needs an attention_conv"):
         SelfAttention(H, DH, conv_before_softmax=True)
 

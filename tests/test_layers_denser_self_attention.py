@@ -1,4 +1,5 @@
 """DenserSelfAttention against a NumPy reference of Kim's eq. (2), segment pair by segment pair."""
+
 import math
 
 import keras
@@ -27,7 +28,7 @@ def reference(x, weights, segments, keep=None):
         for i in range(segments):
             z = np.zeros_like(v)
             for j in range(segments):
-                qi, kj = q[..., i * width:(i + 1) * width], k[..., j * width:(j + 1) * width]
+                qi, kj = q[..., i * width : (i + 1) * width], k[..., j * width : (j + 1) * width]
                 scores = qi @ np.swapaxes(kj, 1, 2) / math.sqrt(width)
                 if keep is not None:
                     scores = np.where(keep, scores, -1e9)
@@ -73,8 +74,13 @@ def test_odd_head_widths_round_the_keys_up():
     assert layer.key_dim == 92
     layer.build((None, 60, 364))
     shapes = {w.path.split("/", 1)[1]: tuple(w.shape) for w in layer.weights}
-    assert shapes == {"query_kernel": (364, 4, 92), "key_kernel": (364, 4, 92), "value_kernel": (364, 4, 91),
-                      "output_dense/kernel": (728, 364), "output_dense/bias": (364,)}
+    assert shapes == {
+        "query_kernel": (364, 4, 92),
+        "key_kernel": (364, 4, 92),
+        "value_kernel": (364, 4, 91),
+        "output_dense/kernel": (728, 364),
+        "output_dense/bias": (364,),
+    }
     assert layer.compute_output_shape((None, 60, 364)) == (None, 60, 364)
     with pytest.raises(ValueError, match="multiple of segments"):
         DenserSelfAttention(4, 8, segments=2, key_dim=7)
@@ -107,5 +113,6 @@ def test_layer_harness(tmp_path):
     from layer_harness import run_layer_test
 
     x = np.random.default_rng(0).normal(size=(2, 5, 6)).astype("float32")
-    run_layer_test(DenserSelfAttention, {"num_heads": 2, "head_dim": 3, "segments": 2, "output_dim": 6}, x,
-                   (2, 5, 6), tmp_path)
+    run_layer_test(
+        DenserSelfAttention, {"num_heads": 2, "head_dim": 3, "segments": 2, "output_dim": 6}, x, (2, 5, 6), tmp_path
+    )

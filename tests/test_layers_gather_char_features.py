@@ -1,9 +1,10 @@
 """GatherCharFeatures (the tagger's own layer, convatt/model/tagger.py): the harness and values."""
+
 import keras
 import numpy as np
+from layer_harness import run_layer_test
 
 from convatt.model.tagger import GatherCharFeatures
-from layer_harness import run_layer_test
 
 
 def _inputs():

@@ -1,4 +1,5 @@
 """NarrowingSelfAttention: heads of uneven width against a NumPy reference head by head."""
+
 import math
 
 import keras
@@ -28,10 +29,17 @@ def reference(x, head_kernels, keep=None):
     return np.concatenate(outs, -1)
 
 
-@pytest.mark.parametrize("width, heads, expected", [
-    (364, 4, [(4, 91)]), (364, 8, [(4, 46), (4, 45)]), (364, 16, [(12, 23), (4, 22)]),
-    (364, 32, [(12, 12), (20, 11)]), (192, 32, [(32, 6)]), (7, 3, [(1, 3), (2, 2)]),
-])
+@pytest.mark.parametrize(
+    "width, heads, expected",
+    [
+        (364, 4, [(4, 91)]),
+        (364, 8, [(4, 46), (4, 45)]),
+        (364, 16, [(12, 23), (4, 22)]),
+        (364, 32, [(12, 12), (20, 11)]),
+        (192, 32, [(32, 6)]),
+        (7, 3, [(1, 3), (2, 2)]),
+    ],
+)
 def test_head_widths(width, heads, expected):
     assert head_widths(width, heads) == expected
     assert sum(n * d for n, d in expected) == width and sum(n for n, _ in expected) == heads
@@ -53,21 +61,23 @@ def test_matches_numpy_with_uneven_heads(masked):
     layer.set_weights([v.astype("float32") for v in values])
     head_kernels = []
     for group in range(0, len(values), 3):  # each SelfAttention group: q, k, v (input_dim, heads, head_dim)
-        wq, wk, wv = values[group:group + 3]
+        wq, wk, wv = values[group : group + 3]
         head_kernels += [(wq[:, h], wk[:, h], wv[:, h]) for h in range(wq.shape[1])]
     assert [k[0].shape[1] for k in head_kernels] == [3, 2, 2]
     real = np.arange(T)[None] < np.array([[2], [5]])
     keep = np.broadcast_to(real[:, None, :], (B, T, T)) if masked else None
     out, attention = layer(x, attention_mask=real if masked else None, return_attention_scores=True)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(out), reference(x.astype(float), head_kernels, keep),
-                               atol=ATOL)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(out), reference(x.astype(float), head_kernels, keep), atol=ATOL
+    )
     assert tuple(attention.shape) == (B, 3, T, T)
     assert layer.count_params() == 3 * D * D  # as plain attention of width D
 
 
 def test_round_trips(tmp_path):
-    layer = NarrowingSelfAttention(D, 3, max_len=T, attention_options={"temperature": True},
-                                   kernel_initializer="he_uniform")
+    layer = NarrowingSelfAttention(
+        D, 3, max_len=T, attention_options={"temperature": True}, kernel_initializer="he_uniform"
+    )
     assert NarrowingSelfAttention.from_config(layer.get_config()).get_config() == layer.get_config()
     inputs = keras.Input((T, D))
     model = keras.Model(inputs, layer(inputs))

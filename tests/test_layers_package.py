@@ -4,14 +4,15 @@ Each layer of `convatt.layers` (and the tagger's `GatherCharFeatures`) has
 `tests/test_layers_<snake_case_name>.py`, which runs `layer_harness.run_layer_test`;
 the NumPy references are in `tests/layer_references.py`.
 """
+
 import re
 from pathlib import Path
 
-import numpy as np
 import keras
+import numpy as np
+from layer_harness import randomize
 
 from convatt import layers as cl
-from layer_harness import randomize
 
 TESTS = Path(__file__).resolve().parent
 
@@ -27,11 +28,21 @@ def every_layer_model():
     x = keras.layers.Concatenate()([x, cl.PositionEmbedding(T, output_dim=2, initializer=zeros)(words)])
     x = cl.SinusoidalPositionEncoding()(x)
     x = cl.TemperatureDense(D, use_bias=True, kernel_initializer=zeros)(x)
-    z = cl.SelfAttention(H, DH, max_len=T, position_interaction=True, relative_bias=True, temperature=True,
-                         attention_conv="1d", relative_position_representation=2, alibi=True,
-                         kernel_initializer=zeros)(x)
+    z = cl.SelfAttention(
+        H,
+        DH,
+        max_len=T,
+        position_interaction=True,
+        relative_bias=True,
+        temperature=True,
+        attention_conv="1d",
+        relative_position_representation=2,
+        alibi=True,
+        kernel_initializer=zeros,
+    )(x)
     z, attention = cl.SelfAttention(H, DH, attention_conv="2d", temperature=True, kernel_initializer=zeros)(
-        z, return_attention_scores=True)
+        z, return_attention_scores=True
+    )
     scores = cl.PositionInteraction(T, H)(attention)
     scores = cl.RelativeBias(T, H)(scores)
     scores = cl.AlibiBias(H)(scores)
@@ -57,8 +68,6 @@ def test_keras_save_and_load_gives_identical_outputs(tmp_path):
     for a, b in zip(model.weights, loaded.weights):
         assert a.path == b.path
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
-
-
 
 
 def test_every_layer_has_a_harness_tested_file():

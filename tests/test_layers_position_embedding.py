@@ -1,10 +1,11 @@
 """PositionEmbedding (PE[add] / PE[con]): the harness, values, init, masks, errors."""
+
 import keras
 import numpy as np
 import pytest
+from layer_harness import check_clone_computes_the_same, randomize, run_layer_test
 
 from convatt.layers import PositionEmbedding
-from layer_harness import check_clone_computes_the_same, randomize, run_layer_test
 
 
 def test_layer_harness_add(tmp_path):

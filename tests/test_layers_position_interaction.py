@@ -1,19 +1,21 @@
 """PositionInteraction (+P): the harness, a NumPy reference, initialisation, errors."""
+
 import keras
+import layer_references as ref
 import numpy as np
 import pytest
-
-import layer_references as ref
-from convatt.layers import PositionInteraction
 from layer_harness import check_clone_computes_the_same, randomize, run_layer_test
+
+from convatt.layers import PositionInteraction
 
 ATOL = 1e-5
 
 
 def test_layer_harness(tmp_path):
     scores = np.random.default_rng(0).normal(size=(2, 2, 6, 5)).astype("float32")
-    run_layer_test(PositionInteraction, dict(max_len=8, num_heads=2), scores, (2, 2, 6, 5), tmp_path,
-                   expected_num_weights=1)
+    run_layer_test(
+        PositionInteraction, dict(max_len=8, num_heads=2), scores, (2, 2, 6, 5), tmp_path, expected_num_weights=1
+    )
 
 
 def test_parameter_count_and_shape():
@@ -46,7 +48,7 @@ def test_float32_sum_under_mixed_policy():
     np.testing.assert_allclose(summed, exact, rtol=1e-6)
     out = layer(scores)
     assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(keras.ops.cast(out, "float32")), exact, rtol=2 ** -8)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(keras.ops.cast(out, "float32")), exact, rtol=2**-8)
 
 
 def test_rejects_long_sequences_and_wrong_heads():

@@ -1,19 +1,19 @@
 """RelativeBias (+R): the harness, a NumPy reference, the Toeplitz structure, init, errors."""
+
 import keras
+import layer_references as ref
 import numpy as np
 import pytest
-
-import layer_references as ref
-from convatt.layers import RelativeBias
 from layer_harness import check_clone_computes_the_same, randomize, run_layer_test
+
+from convatt.layers import RelativeBias
 
 ATOL = 1e-5
 
 
 def test_layer_harness(tmp_path):
     scores = np.random.default_rng(0).normal(size=(2, 2, 5, 6)).astype("float32")
-    run_layer_test(RelativeBias, dict(max_len=8, num_heads=2), scores, (2, 2, 5, 6), tmp_path,
-                   expected_num_weights=1)
+    run_layer_test(RelativeBias, dict(max_len=8, num_heads=2), scores, (2, 2, 5, 6), tmp_path, expected_num_weights=1)
 
 
 def test_parameter_count_and_shape():

@@ -1,5 +1,6 @@
 """RelativeBias(parameterization="circulant"): the original code's +R, against NumPy's FFT
 (and TensorFlow's LinearOperatorCirculant, which the original called, when TensorFlow runs)."""
+
 import keras
 import numpy as np
 import pytest
@@ -64,8 +65,9 @@ def test_initial_scale_is_keras_2_2_4s_glorot_normal_of_a_1d_weight():
 
 def test_config_and_keras_file_round_trip(tmp_path):
     inputs = keras.Input((6, 8))
-    outputs = SelfAttention(num_heads=2, head_dim=4, max_len=6, relative_bias=True,
-                            relative_bias_parameterization="circulant")(inputs)
+    outputs = SelfAttention(
+        num_heads=2, head_dim=4, max_len=6, relative_bias=True, relative_bias_parameterization="circulant"
+    )(inputs)
     model = keras.Model(inputs, outputs)
     x = np.random.default_rng(0).normal(size=(2, 6, 8)).astype("float32")
     model.save(tmp_path / "m.keras")

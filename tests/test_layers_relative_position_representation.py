@@ -1,13 +1,14 @@
 """RelativePositionRepresentation (Shaw et al. 2018): the harness, the naive equations, errors."""
+
 import math
 
 import keras
+import layer_references as ref
 import numpy as np
 import pytest
-
-import layer_references as ref
-from convatt.layers import RelativePositionRepresentation
 from layer_harness import randomize, run_layer_test, to_numpy
+
+from convatt.layers import RelativePositionRepresentation
 
 ATOL = 1e-5
 
@@ -16,8 +17,14 @@ def test_layer_harness(tmp_path):
     rng = np.random.default_rng(0)
     scores = rng.normal(size=(2, 3, 5, 5)).astype("float32")
     query = rng.normal(size=(2, 5, 3, 4)).astype("float32")
-    run_layer_test(RelativePositionRepresentation, dict(max_distance=2, head_dim=4, embeddings_initializer="zeros"),
-                   (scores, query), (2, 3, 5, 5), tmp_path, expected_num_weights=2)
+    run_layer_test(
+        RelativePositionRepresentation,
+        dict(max_distance=2, head_dim=4, embeddings_initializer="zeros"),
+        (scores, query),
+        (2, 3, 5, 5),
+        tmp_path,
+        expected_num_weights=2,
+    )
 
 
 @pytest.mark.parametrize("clip, n", [(2, 6), (0, 4), (7, 5)])

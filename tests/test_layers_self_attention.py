@@ -6,15 +6,16 @@ Dufter et al. (2020) §2.2-2.5 and, for `relative_position_representation`, Shaw
 al. (2018) eqs. 3-4 with explicit a^K_ij / a^V_ij vectors (not the layer's two-term
 split of eq. 5).
 """
+
 import math
 
+import keras
+import layer_references as ref
 import numpy as np
 import pytest
-import keras
-
-import layer_references as ref
-from convatt.layers import SelfAttention
 from layer_harness import check_clone_computes_the_same, randomize, run_layer_test
+
+from convatt.layers import SelfAttention
 
 B, T, D, H, DH, MAX_LEN = 2, 6, 5, 2, 3, 8
 ATOL = 2e-5
@@ -45,8 +46,10 @@ def make_layer(rng, t=T, **options):
 
 def run(layer, x, **kwargs):
     out, att = layer(x.astype("float32"), return_attention_scores=True, **kwargs)
-    return (keras.ops.convert_to_numpy(keras.ops.cast(out, "float32")),
-            keras.ops.convert_to_numpy(keras.ops.cast(att, "float32")))
+    return (
+        keras.ops.convert_to_numpy(keras.ops.cast(out, "float32")),
+        keras.ops.convert_to_numpy(keras.ops.cast(att, "float32")),
+    )
 
 
 OPTIONS = {
@@ -60,8 +63,14 @@ OPTIONS = {
     "P+R+temp+conv2d": dict(position_interaction=True, relative_bias=True, temperature=True, attention_conv="2d"),
     "shaw": dict(relative_position_representation=2),
     "alibi": dict(alibi=True),
-    "all": dict(position_interaction=True, relative_bias=True, temperature=True, attention_conv="1d",
-                relative_position_representation=2, alibi=True),
+    "all": dict(
+        position_interaction=True,
+        relative_bias=True,
+        temperature=True,
+        attention_conv="1d",
+        relative_position_representation=2,
+        alibi=True,
+    ),
 }
 
 
@@ -149,14 +158,21 @@ def test_keras_mask_from_embedding_is_used_and_passed_on():
 
 def test_parameter_counts_and_weight_layout():
     # The acceptance count: 3 * 364 * 364 + 14,400 + 480 + 12 + 40.
-    layer = SelfAttention(4, 91, 60, position_interaction=True, relative_bias=True, temperature=True,
-                          attention_conv="2d")
+    layer = SelfAttention(
+        4, 91, 60, position_interaction=True, relative_bias=True, temperature=True, attention_conv="2d"
+    )
     out = layer(keras.Input((60, 364)))
     assert tuple(out.shape) == (None, 60, 364)
     assert layer.count_params() == 3 * 364 * 364 + 14_400 + 480 + 12 + 40 == 412_420
     assert [w.path.split("/", 1)[1] for w in layer.weights] == [
-        "query_kernel", "key_kernel", "value_kernel", "temperature",
-        "position_interaction/interactions", "relative_bias/biases", "attention_conv/kernel", "attention_conv/bias",
+        "query_kernel",
+        "key_kernel",
+        "value_kernel",
+        "temperature",
+        "position_interaction/interactions",
+        "relative_bias/biases",
+        "attention_conv/kernel",
+        "attention_conv/bias",
     ]
     assert [tuple(w.shape) for w in layer.weights[:4]] == [(364, 4, 91)] * 3 + [(3, 4)]
     np.testing.assert_array_equal(layer.get_weights()[3], 1.0)
@@ -171,7 +187,9 @@ def test_parameter_counts_and_weight_layout():
     shaw.build((None, 60, 364))
     assert shaw.count_params() == 3 * 364 * 364 + 2 * 33 * 91
     assert [w.path.split("/", 1)[1] for w in shaw.weights][3:] == [
-        "relative_position_representation/key_embeddings", "relative_position_representation/value_embeddings"]
+        "relative_position_representation/key_embeddings",
+        "relative_position_representation/value_embeddings",
+    ]
 
 
 def test_projection_init_is_per_head_glorot_uniform():
@@ -209,7 +227,8 @@ def test_variable_length_in_functional_model():
 def test_return_attention_scores_in_functional_model():
     inputs = keras.Input((T, D))
     out, att = SelfAttention(H, DH, max_len=T, attention_conv="2d", kernel_initializer="zeros")(
-        inputs, return_attention_scores=True)
+        inputs, return_attention_scores=True
+    )
     assert tuple(out.shape) == (None, T, H * DH) and tuple(att.shape) == (None, H, T, T)
 
 
@@ -223,8 +242,9 @@ def test_errors():
     with pytest.raises(ValueError, match="max_len=5"):
         SelfAttention(2, 4, max_len=5, position_interaction=True)(np.zeros((1, 6, 3), "float32"))
     with pytest.raises(ValueError, match="attention_mask"):
-        SelfAttention(2, 4, kernel_initializer="zeros")(np.zeros((1, 3, 3), "float32"),
-                                                       attention_mask=np.ones((1, 1, 3, 3), bool))
+        SelfAttention(2, 4, kernel_initializer="zeros")(
+            np.zeros((1, 3, 3), "float32"), attention_mask=np.ones((1, 1, 3, 3), bool)
+        )
 
 
 def test_every_weight_is_trained():
@@ -248,24 +268,42 @@ def test_every_weight_is_trained():
 
 # ---------------------------------------------------------------- harness, dtype policies
 
-ALL_SUBLAYERS = dict(max_len=MAX_LEN, position_interaction=True, relative_bias=True, temperature=True,
-                     attention_conv="1d", relative_position_representation=2, alibi=True,
-                     kernel_initializer="zeros")
+ALL_SUBLAYERS = dict(
+    max_len=MAX_LEN,
+    position_interaction=True,
+    relative_bias=True,
+    temperature=True,
+    attention_conv="1d",
+    relative_position_representation=2,
+    alibi=True,
+    kernel_initializer="zeros",
+)
 
 
 def test_layer_harness_every_option_with_mask_and_scores(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(B, T, D)).astype("float32")
     mask = (np.arange(T)[None, :] < np.array([[T], [4]])).astype("int32")
-    run_layer_test(SelfAttention, dict(num_heads=H, head_dim=DH, **ALL_SUBLAYERS), x,
-                   [(B, T, H * DH), (B, H, T, T)], tmp_path,
-                   call_kwargs=dict(attention_mask=mask, return_attention_scores=True), expected_num_weights=10)
+    run_layer_test(
+        SelfAttention,
+        dict(num_heads=H, head_dim=DH, **ALL_SUBLAYERS),
+        x,
+        [(B, T, H * DH), (B, H, T, T)],
+        tmp_path,
+        call_kwargs=dict(attention_mask=mask, return_attention_scores=True),
+        expected_num_weights=10,
+    )
 
 
 def test_layer_harness_conv2d(tmp_path):
     x = np.random.default_rng(1).normal(size=(B, T, D)).astype("float32")
-    run_layer_test(SelfAttention, dict(num_heads=H, head_dim=DH, temperature=True, attention_conv="2d",
-                                       kernel_initializer="zeros"), x, (B, T, H * DH), tmp_path)
+    run_layer_test(
+        SelfAttention,
+        dict(num_heads=H, head_dim=DH, temperature=True, attention_conv="2d", kernel_initializer="zeros"),
+        x,
+        (B, T, H * DH),
+        tmp_path,
+    )
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
@@ -286,8 +324,9 @@ def test_large_position_terms_are_added_in_float32(position):
     """With scores exactly 0 (zero projections), the attention is softmax(A^p) or softmax(A^r).
     Large position terms (10-30) rounded to bfloat16 would move the probabilities by ~5%;
     computed in float32, only the final rounding of the attention to bfloat16 remains."""
-    layer = SelfAttention(H, DH, max_len=MAX_LEN, kernel_initializer="zeros", dtype="mixed_bfloat16",
-                          **{position: True})
+    layer = SelfAttention(
+        H, DH, max_len=MAX_LEN, kernel_initializer="zeros", dtype="mixed_bfloat16", **{position: True}
+    )
     layer.build((None, MAX_LEN, D))
     rng = np.random.default_rng(3)
     terms = rng.uniform(10, 30, layer.weights[3].shape)
@@ -295,13 +334,23 @@ def test_large_position_terms_are_added_in_float32(position):
     _, att = run(layer, rng.normal(size=(1, MAX_LEN, D)))
     zeros = [np.zeros(w.shape) for w in layer.weights[:3]]
     _, expected = reference(np.zeros((1, MAX_LEN, D)), zeros + [terms], **{position: True})
-    np.testing.assert_allclose(att, expected, rtol=2 ** -8, atol=1e-30)
+    np.testing.assert_allclose(att, expected, rtol=2**-8, atol=1e-30)
 
 
 def test_from_config_round_trip():
-    layer = SelfAttention(H, DH, max_len=T, position_interaction=True, relative_bias=True, temperature=True,
-                          attention_conv="1d", conv_kernel_size=5, relative_position_representation=1,
-                          alibi=True, kernel_initializer=keras.initializers.Constant(0.2))
+    layer = SelfAttention(
+        H,
+        DH,
+        max_len=T,
+        position_interaction=True,
+        relative_bias=True,
+        temperature=True,
+        attention_conv="1d",
+        conv_kernel_size=5,
+        relative_position_representation=1,
+        alibi=True,
+        kernel_initializer=keras.initializers.Constant(0.2),
+    )
     x = np.random.default_rng(2).uniform(size=(2, T, D)).astype("float32")
     layer(x)
     randomize(layer, low=0.1, high=0.6)

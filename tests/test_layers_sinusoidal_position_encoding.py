@@ -1,21 +1,23 @@
 """SinusoidalPositionEncoding: the harness, a NumPy reference, known values."""
+
 import math
 
 import keras
+import layer_references as ref
 import numpy as np
 import pytest
-
-import layer_references as ref
-from convatt.layers import SinusoidalPositionEncoding
 from layer_harness import check_clone_computes_the_same, run_layer_test
+
+from convatt.layers import SinusoidalPositionEncoding
 
 ATOL = 1e-5
 
 
 def test_layer_harness(tmp_path):
     x = np.random.default_rng(0).normal(size=(2, 9, 6)).astype("float32")
-    run_layer_test(SinusoidalPositionEncoding, dict(max_wavelength=100.0), x, (2, 9, 6), tmp_path,
-                   expected_num_weights=0)
+    run_layer_test(
+        SinusoidalPositionEncoding, dict(max_wavelength=100.0), x, (2, 9, 6), tmp_path, expected_num_weights=0
+    )
 
 
 @pytest.mark.parametrize("d", [6, 7])
@@ -26,8 +28,7 @@ def test_matches_numpy(d):
     pe = ref.sinusoidal_encoding(9, d)
     np.testing.assert_allclose(out, x + pe, atol=ATOL)
     layer = SinusoidalPositionEncoding()
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(np.zeros((1, 3, d), "float32")))[0], pe[:3],
-                               atol=ATOL)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(np.zeros((1, 3, d), "float32")))[0], pe[:3], atol=ATOL)
     assert layer.count_params() == 0 and not layer.weights
 
 

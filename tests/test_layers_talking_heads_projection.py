@@ -1,5 +1,6 @@
 """TalkingHeadsProjection and SelfAttention(talking_heads=True) against NumPy references
 following Shazeer et al. (2020), Algorithm "talking-heads attention", head by head."""
+
 import math
 
 import keras
@@ -56,8 +57,7 @@ def test_projection_matches_numpy_and_starts_as_identity():
     np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(maps)), maps, atol=1e-6)
     (kernel,) = randomized(layer, rng)
     assert layer.count_params() == H * H
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(maps)), np_mix(maps.astype(float), kernel),
-                               atol=ATOL)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(maps)), np_mix(maps.astype(float), kernel), atol=ATOL)
     assert layer.compute_output_shape((None, H, T, T)) == (None, H, T, T)
 
 
@@ -89,10 +89,11 @@ def test_talking_heads_start_as_plain_attention():
     plain.build(x.shape)
     talking.build(x.shape)
     talking.set_weights(plain.get_weights() + [np.eye(H, dtype="float32")] * 2)  # the initial kernels
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(talking(x)), keras.ops.convert_to_numpy(plain(x)),
-                               atol=1e-6)
-    assert [w.path.split("/", 1)[1] for w in talking.weights[3:]] == ["talking_heads_logits/kernel",
-                                                                       "talking_heads_weights/kernel"]
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(talking(x)), keras.ops.convert_to_numpy(plain(x)), atol=1e-6)
+    assert [w.path.split("/", 1)[1] for w in talking.weights[3:]] == [
+        "talking_heads_logits/kernel",
+        "talking_heads_weights/kernel",
+    ]
 
 
 def test_round_trips(tmp_path):

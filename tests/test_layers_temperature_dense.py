@@ -1,19 +1,26 @@
 """TemperatureDense (+Temp): the harness, a NumPy reference, gamma learns."""
+
 import keras
+import layer_references as ref
 import numpy as np
 import pytest
-
-import layer_references as ref
-from convatt.layers import TemperatureDense
 from layer_harness import check_clone_computes_the_same, randomize, run_layer_test
+
+from convatt.layers import TemperatureDense
 
 ATOL = 1e-5
 
 
 def test_layer_harness(tmp_path):
     x = np.random.default_rng(0).normal(size=(2, 3, 6)).astype("float32")
-    run_layer_test(TemperatureDense, dict(units=4, use_bias=True, kernel_initializer="zeros"), x, (2, 3, 4),
-                   tmp_path, expected_num_weights=3)
+    run_layer_test(
+        TemperatureDense,
+        dict(units=4, use_bias=True, kernel_initializer="zeros"),
+        x,
+        (2, 3, 4),
+        tmp_path,
+        expected_num_weights=3,
+    )
 
 
 def test_parameter_count_and_shape():

@@ -4,6 +4,7 @@ Dry runs (`make -n`) with RUNS and VENV in a temporary directory, so nothing her
 creates the virtual environment or touches runs/; one real `make` runs a fake
 `convatt` (CONVATT=...) that only writes result.json.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -41,10 +42,19 @@ def venv(tmp_path) -> Path:
     return path
 
 
-def make(*args: str, tmp: Path, venv: Path | None = None, dry: bool = True, check: bool = True,
-         env: dict | None = None):
-    cmd = ["make", "--no-print-directory", "-C", str(ROOT), *(["-n"] if dry else []), f"RUNS={tmp / 'runs'}",
-           f"VENV={venv or tmp / 'no-venv'}", *args]
+def make(
+    *args: str, tmp: Path, venv: Path | None = None, dry: bool = True, check: bool = True, env: dict | None = None
+):
+    cmd = [
+        "make",
+        "--no-print-directory",
+        "-C",
+        str(ROOT),
+        *(["-n"] if dry else []),
+        f"RUNS={tmp / 'runs'}",
+        f"VENV={venv or tmp / 'no-venv'}",
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=make_env() | (env or {}), timeout=120)
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -57,7 +67,7 @@ def train_commands(stdout: str) -> list[dict]:
     for line in stdout.splitlines():
         if re.search(r"convatt train ", line):
             words = shlex.split(line.split(" 2>&1")[0])
-            args = words[words.index("train") + 1:]
+            args = words[words.index("train") + 1 :]
             opts, i = {}, 0
             while i < len(args):
                 if i + 1 < len(args) and not args[i + 1].startswith("--"):
@@ -73,12 +83,17 @@ def train_commands(stdout: str) -> list[dict]:
 
 def test_grid_lists_come_from_convatt_variants_and_the_paper():
     lists = grid.variant_lists()
-    assert lists == {"paper": PAPER_VARIANTS, "ud": UD_VARIANTS, "positions": POSITION_VARIANTS,
-                     "attention": ATTENTION_VARIANTS}
+    assert lists == {
+        "paper": PAPER_VARIANTS,
+        "ud": UD_VARIANTS,
+        "positions": POSITION_VARIANTS,
+        "attention": ATTENTION_VARIANTS,
+    }
     treebanks = grid.paper_treebanks()
     assert len(treebanks) == 47 and "Ancient_Greek-PROIEL" in treebanks
-    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "grid.py")], capture_output=True,
-                         text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "grid.py")], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out[0] == "paper:" + ",".join(PAPER_VARIANTS)
 
 
@@ -124,10 +139,13 @@ def test_ud_all_takes_paper_treebanks_found_and_skips_others(tmp_path):
     assert c["--preset"] == "ud"
     assert c["--out"] == f"{tmp_path}/runs/ud/{Path(c['--data']).name}/{c['--variant']}/seed{c['--seed']}"
     # a treebank named explicitly need not be the paper's; "UD_" is optional
-    proc = make("ud-all", f"UD_DIR={ud}", "TREEBANKS=Klingon-Example UD_English-LinES", "VARIANTS=san",
-                "SEEDS=1", tmp=tmp_path)
-    assert sorted(Path(c["--data"]).name for c in train_commands(proc.stdout)) == \
-        ["UD_English-LinES", "UD_Klingon-Example"]
+    proc = make(
+        "ud-all", f"UD_DIR={ud}", "TREEBANKS=Klingon-Example UD_English-LinES", "VARIANTS=san", "SEEDS=1", tmp=tmp_path
+    )
+    assert sorted(Path(c["--data"]).name for c in train_commands(proc.stdout)) == [
+        "UD_English-LinES",
+        "UD_Klingon-Example",
+    ]
     proc = make("ud-all", f"UD_DIR={tmp_path / 'nothing'}", tmp=tmp_path, check=False)
     assert proc.returncode != 0 and "none of the 47 treebanks" in proc.stderr
 
@@ -153,21 +171,36 @@ def test_attention_grids(tmp_path):
 
 
 def test_variables_reach_the_command(tmp_path):
-    proc = make("ptb-all", "VARIANTS=san-p", "SEEDS=7", "EPOCHS=5", "LIMIT=10", "EMBEDDINGS=/v/wiki.vec",
-                "MASK_PADDING=1", "TRAIN_FLAGS=--jit-compile off", "GPUS=0 1", "PTB_DIR=/ptb/wsj", tmp=tmp_path)
+    proc = make(
+        "ptb-all",
+        "VARIANTS=san-p",
+        "SEEDS=7",
+        "EPOCHS=5",
+        "LIMIT=10",
+        "EMBEDDINGS=/v/wiki.vec",
+        "MASK_PADDING=1",
+        "TRAIN_FLAGS=--jit-compile off",
+        "GPUS=0 1",
+        "PTB_DIR=/ptb/wsj",
+        tmp=tmp_path,
+    )
     (c,) = train_commands(proc.stdout)
     assert (c["--variant"], c["--seed"], c["--epochs"], c["--limit"]) == ("san-p", "7", "5", "10")
     assert c["--embeddings"] == "/v/wiki.vec" and c["--data"] == "/ptb/wsj"
     assert c["--mask-padding"] is True and c["--jit-compile"] == "off"
-    assert c["_prefix"] == [f"JAX_COMPILATION_CACHE_DIR={tmp_path / 'runs' / '.jax-cache'}", "GPUS=0 1",
-                            "experiments/gpu_slot.sh"]
+    assert c["_prefix"] == [
+        f"JAX_COMPILATION_CACHE_DIR={tmp_path / 'runs' / '.jax-cache'}",
+        "GPUS=0 1",
+        "experiments/gpu_slot.sh",
+    ]
     (c,) = train_commands(make("ptb-all", "VARIANTS=san-p", "SEEDS=7", "JAX_CACHE=", tmp=tmp_path).stdout)
     assert c["_prefix"] == []
     # UD runs never get the PTB vectors
     ud = tmp_path / "ud"
     (ud / "UD_English-GUM").mkdir(parents=True)
-    (c,) = train_commands(make("ud-all", f"UD_DIR={ud}", "VARIANTS=san", "SEEDS=1", "EMBEDDINGS=/v/wiki.vec",
-                               tmp=tmp_path).stdout)
+    (c,) = train_commands(
+        make("ud-all", f"UD_DIR={ud}", "VARIANTS=san", "SEEDS=1", "EMBEDDINGS=/v/wiki.vec", tmp=tmp_path).stdout
+    )
     assert "--embeddings" not in c
 
 
@@ -218,8 +251,17 @@ def test_make_runs_the_grid_in_parallel_and_resumes(tmp_path, venv):
     assert "Nothing to be done" in proc.stdout
     assert len((tmp_path / "bin" / "calls.log").read_text().splitlines()) == 4
     # a failing run fails make (through the `| tee` pipe) and leaves no result.json
-    proc = make("ptb-all", "VARIANTS=san-r", "SEEDS=1", f"CONVATT={fake}", tmp=tmp_path, venv=venv, dry=False,
-                check=False, env={"FAIL_ON": "san-r"})
+    proc = make(
+        "ptb-all",
+        "VARIANTS=san-r",
+        "SEEDS=1",
+        f"CONVATT={fake}",
+        tmp=tmp_path,
+        venv=venv,
+        dry=False,
+        check=False,
+        env={"FAIL_ON": "san-r"},
+    )
     assert proc.returncode != 0 and "failing on purpose" in proc.stdout
     assert not (tmp_path / "runs" / "ptb" / "san-r" / "seed1" / "result.json").exists()
 
@@ -236,20 +278,23 @@ def test_status_counts_finished_runs(tmp_path, venv):
 def test_gpu_slots_give_concurrent_jobs_different_gpus(tmp_path):
     env = make_env() | {"GPUS": "3 5", "GPU_LOCK_DIR": str(tmp_path / "locks")}
     script = str(ROOT / "experiments" / "gpu_slot.sh")
-    first = subprocess.Popen([script, "sh", "-c", "echo $CUDA_VISIBLE_DEVICES; exec sleep 30"], env=env,
-                             stdout=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [script, "sh", "-c", "echo $CUDA_VISIBLE_DEVICES; exec sleep 30"], env=env, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert first.stdout.readline().strip() == "3"  # printed once it holds slot 0
-        second = subprocess.run([script, "sh", "-c", "echo $CUDA_VISIBLE_DEVICES"], env=env,
-                                capture_output=True, text=True, timeout=30)
+        second = subprocess.run(
+            [script, "sh", "-c", "echo $CUDA_VISIBLE_DEVICES"], env=env, capture_output=True, text=True, timeout=30
+        )
         assert second.stdout.strip() == "5"
     finally:
         first.terminate()  # the slot's holder (sleep, exec'd), so the lock goes with it
         first.wait(timeout=30)
         first.stdout.close()
     # without GPUS the command just runs
-    plain = subprocess.run([script, "echo", "plain"], env=make_env() | {"GPUS": ""}, capture_output=True,
-                           text=True, check=True)
+    plain = subprocess.run(
+        [script, "echo", "plain"], env=make_env() | {"GPUS": ""}, capture_output=True, text=True, check=True
+    )
     assert plain.stdout == "plain\n"
 
 

@@ -1,10 +1,11 @@
 """The tagger's architecture: Table 1c parameter counts, shapes, save/load."""
+
+import keras
 import numpy as np
 import pandas as pd
 import pytest
-import keras
-
 from conftest import ROOT
+
 from convatt.data.batching import make_inputs, rows_per_sentence
 from convatt.errors import ConvattError
 from convatt.model.tagger import build_tagger, count_parameters
@@ -12,15 +13,21 @@ from convatt.model.variants import PAPER_VARIANTS, make_config
 
 PTB_SIZES = (20_002, 84, 47)  # REFERENCE.md: 20,000 words + PAD + OOV, 84 chars, 45 tags + PAD + OOV
 # Table 1c's rows: which variant adds the modification to which.
-TABLE_1C = {"+PE[add]": ("san-pe-add", "san"), "+P": ("san-p", "san"), "+R": ("san-r", "san"),
-            "+Temp": ("san-pe-add-temp", "san-pe-add"), "+Conv": ("san-pe-add-conv", "san-pe-add"),
-            "+Conv2d": ("san-pe-add-conv2d", "san-pe-add")}
+TABLE_1C = {
+    "+PE[add]": ("san-pe-add", "san"),
+    "+P": ("san-p", "san"),
+    "+R": ("san-r", "san"),
+    "+Temp": ("san-pe-add-temp", "san-pe-add"),
+    "+Conv": ("san-pe-add-conv", "san-pe-add"),
+    "+Conv2d": ("san-pe-add-conv2d", "san-pe-add"),
+}
 
 
 @pytest.fixture(scope="module")
 def ptb_counts():
-    return {v: count_parameters(build_tagger(make_config("ptb", v), *PTB_SIZES, jit_compile=False))
-            for v in PAPER_VARIANTS}
+    return {
+        v: count_parameters(build_tagger(make_config("ptb", v), *PTB_SIZES, jit_compile=False)) for v in PAPER_VARIANTS
+    }
 
 
 def test_table_1c_parameter_counts(ptb_counts):
@@ -44,8 +51,11 @@ def test_ud_preset_sizes():
     model = build_tagger(config, 1000, 50, 19, jit_compile=False)
     word = model.get_layer("word_embedding")
     assert word.trainable and word.embeddings.shape == (1000, 128)
-    assert not build_tagger(make_config("ptb", "san"), 100, 20, 10, jit_compile=False) \
-        .get_layer("word_embedding").trainable
+    assert (
+        not build_tagger(make_config("ptb", "san"), 100, 20, 10, jit_compile=False)
+        .get_layer("word_embedding")
+        .trainable
+    )
 
 
 def _batch(rng, n=3, t=60, tc=20, n_words=50, n_chars=12, length=(5, 25)):
@@ -58,8 +68,9 @@ def _batch(rng, n=3, t=60, tc=20, n_words=50, n_chars=12, length=(5, 25)):
     return words, chars
 
 
-@pytest.mark.parametrize("variant", ["san-p-r", "san-pe-add-conv", "san-pe-con", "san-shaw", "san-sin-add",
-                                     "san-alibi"])
+@pytest.mark.parametrize(
+    "variant", ["san-p-r", "san-pe-add-conv", "san-pe-con", "san-shaw", "san-sin-add", "san-alibi"]
+)
 def test_deduplicated_chars_give_the_same_output(variant):
     rng = np.random.default_rng(0)
     model = build_tagger(make_config("ptb", variant), 50, 12, 9, jit_compile=False)
@@ -74,9 +85,21 @@ def test_deduplicated_chars_give_the_same_output(variant):
     np.testing.assert_allclose(out.sum(-1), 1.0, atol=1e-5)
 
 
-@pytest.mark.parametrize("n_rows, few_shapes, expected", [
-    (1, False, 4), (128, False, 4), (129, False, 8), (1000, False, 32), (1920, False, 60),
-    (1, True, 8), (257, True, 16), (513, True, 24), (1537, True, 60), (1920, True, 60)])
+@pytest.mark.parametrize(
+    "n_rows, few_shapes, expected",
+    [
+        (1, False, 4),
+        (128, False, 4),
+        (129, False, 8),
+        (1000, False, 32),
+        (1920, False, 60),
+        (1, True, 8),
+        (257, True, 16),
+        (513, True, 24),
+        (1537, True, 60),
+        (1920, True, 60),
+    ],
+)
 def test_rows_per_sentence_rounds_up_to_few_shapes(n_rows, few_shapes, expected):
     assert rows_per_sentence(n_rows, 32, 60, few_shapes) == expected
 
@@ -124,8 +147,7 @@ def test_mixed_precision_tagger(policy, tmp_path):
     loss); weights stay float32 and are the float32 model's; predictions stay close to it;
     float16 gets loss scaling; a training step is finite; `.keras` keeps the policies."""
     rng = np.random.default_rng(3)
-    config = make_config("ud", "san-pe-add-conv2d", word_dim=8, char_dim=4, char_filters=4, max_len=10,
-                         max_word_len=6)
+    config = make_config("ud", "san-pe-add-conv2d", word_dim=8, char_dim=4, char_filters=4, max_len=10, max_word_len=6)
     reference = build_tagger(config, 40, 12, 7, jit_compile=False)
     model = build_tagger(config, 40, 12, 7, jit_compile=False, dtype_policy=policy)
     compute = keras.dtype_policies.get(policy).compute_dtype
@@ -160,8 +182,10 @@ def test_unknown_precision_is_refused():
         build_tagger(make_config("ud", "san"), 40, 12, 7, dtype_policy="bfloat16")
 
 
-@pytest.mark.parametrize("variant", ["san-pe-add-conv2d-pre", "san-pe-add-talking", "san-pe-add-denser",
-                                     "san-denser", "san-pe-add-narrowing"])
+@pytest.mark.parametrize(
+    "variant",
+    ["san-pe-add-conv2d-pre", "san-pe-add-talking", "san-pe-add-denser", "san-denser", "san-pe-add-narrowing"],
+)
 def test_attention_variants_build_save_and_load(variant, tmp_path):
     """Issue 16: each attention variant trains one step, masks padding, and survives a .keras round trip."""
     rng = np.random.default_rng(3)

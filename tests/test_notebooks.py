@@ -1,4 +1,5 @@
 """Both notebooks run top to bottom on the real tiny runs of the `tiny_runs` fixture."""
+
 from __future__ import annotations
 
 import os
@@ -17,19 +18,28 @@ def execute(name: str, runs: Path, monkeypatch) -> nbformat.NotebookNode:
     # the kernel imports convatt from this checkout, installed or not
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     return nb
 
 
 def outputs(nb, kind: str) -> list:
-    return [o["data"][kind] for c in nb.cells if c.cell_type == "code"
-            for o in c.get("outputs", []) if kind in o.get("data", {})]
+    return [
+        o["data"][kind]
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if kind in o.get("data", {})
+    ]
 
 
 def streams(nb, name: str) -> str:
-    return "".join(o["text"] for c in nb.cells if c.cell_type == "code"
-                   for o in c.get("outputs", []) if o.get("output_type") == "stream" and o["name"] == name)
+    return "".join(
+        o["text"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream" and o["name"] == name
+    )
 
 
 @pytest.mark.parametrize("name", ["learning_curves", "results", "inspect"])

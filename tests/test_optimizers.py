@@ -1,4 +1,5 @@
 """RMSpropKeras2: Keras 2.2.4's RMSprop update, against the formula in NumPy."""
+
 import keras
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ def keras2_rmsprop(p, grads, lr=1e-3, rho=0.9, eps=1e-7):
     """Keras 2.2.4, keras/optimizers.py RMSprop.get_updates, step by step."""
     a = np.zeros_like(p)
     for g in grads:
-        a = rho * a + (1 - rho) * g ** 2
+        a = rho * a + (1 - rho) * g**2
         p = p - lr * g / (np.sqrt(a) + eps)
     return p
 

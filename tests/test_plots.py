@@ -1,4 +1,5 @@
 """convatt.results.plots: Table 2a and Figure 2 from the real tiny runs of the `tiny_runs` fixture."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,10 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from convatt.results import plots
-from convatt.results import frames as run_table
 from convatt.model.variants import VARIANTS
+from convatt.results import frames as run_table
+from convatt.results import plots
+
 
 # the tiny runs are smoke runs (conftest.tiny_options): their setting marks their names
 def tiny_label(variant: str) -> str:
@@ -112,7 +114,9 @@ def test_a_line_ends_where_its_first_seed_stopped(tiny_runs, tmp_path):
     """Early stopping ends seeds at different epochs: the mean never changes which seeds it covers."""
     shutil.copytree(tiny_runs, tmp_path / "runs", ignore=shutil.ignore_patterns("model.keras"))
     seed2 = tmp_path / "runs" / "ptb" / "san-pe-add" / "seed2"
-    pd.read_csv(seed2 / "history.csv").iloc[:1].to_csv(seed2 / "history.csv", index=False)  # seed 2 stopped after epoch 1
+    pd.read_csv(seed2 / "history.csv").iloc[:1].to_csv(
+        seed2 / "history.csv", index=False
+    )  # seed 2 stopped after epoch 1
     curve = pd.read_csv(seed2 / "curve.csv")
     curve[curve["epoch"] == 1].to_csv(seed2 / "curve.csv", index=False)
     result = json.loads((seed2 / "result.json").read_text())
@@ -129,13 +133,20 @@ def test_a_line_ends_where_its_first_seed_stopped(tiny_runs, tmp_path):
 def test_write_plots_writes_valid_png_and_pdf(tiny_runs, tmp_path):
     paths = plots.write_plots(tiny_runs, tmp_path / "out").paths
     names = sorted(p.name for p in paths)
-    assert names == sorted(["table2a_ptb_dev_by_epoch.png", "table2a_ptb_dev_by_epoch.pdf",
-                            "figure2_dev_by_step.png", "figure2_dev_by_step.pdf"])
+    assert names == sorted(
+        [
+            "table2a_ptb_dev_by_epoch.png",
+            "table2a_ptb_dev_by_epoch.pdf",
+            "figure2_dev_by_step.png",
+            "figure2_dev_by_step.pdf",
+        ]
+    )
     for path in paths:
         data = path.read_bytes()
         if path.suffix == ".png":
             assert data[:8] == b"\x89PNG\r\n\x1a\n"
             import matplotlib.image
+
             height, width, _ = matplotlib.image.imread(path).shape
             assert width > 500 and height > 300
         else:
@@ -156,7 +167,21 @@ def test_plots_can_be_limited_to_some_settings(tiny_runs, tmp_path):
     with pytest.raises(ConvattError, match=f"the runs here have '{setting}'"):
         plots.write_plots(tiny_runs, tmp_path / "none", settings=["paper", "keras3"])
     assert not (tmp_path / "none").exists()
-    done = subprocess.run([sys.executable, "-m", "convatt", "plot", "--runs", str(tiny_runs), "--out",
-                           str(tmp_path / "cli"), "--setting", "paper"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "convatt",
+            "plot",
+            "--runs",
+            str(tiny_runs),
+            "--out",
+            str(tmp_path / "cli"),
+            "--setting",
+            "paper",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode != 0 and "no finished run of the setting(s) 'paper'" in done.stderr
     assert "Traceback" not in done.stderr

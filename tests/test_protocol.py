@@ -1,4 +1,5 @@
 """The training protocol: the original code's computations, Keras 3's, and ablations of one item."""
+
 import json
 
 import keras
@@ -33,12 +34,17 @@ def test_named_protocols_and_labels():
 
 
 def test_cli_options_set_the_protocol_and_its_items():
-    parse = lambda *extra: _protocol(build_parser().parse_args(["train", "--preset", "ud", "--variant", "san",
-                                                                 "--out", "x", *extra]))
+    parse = lambda *extra: _protocol(
+        build_parser().parse_args(["train", "--preset", "ud", "--variant", "san", "--out", "x", *extra])
+    )
     assert parse() == DEFAULT_PROTOCOL
     assert parse("--protocol", "keras3") == Protocol.named("keras3")
     ablation = parse("--relative-bias", "lookup", "--early-stopping", "exact")
-    assert (ablation.relative_bias, ablation.early_stopping, ablation.optimizer) == ("lookup", "exact", "keras2-rmsprop")
+    assert (ablation.relative_bias, ablation.early_stopping, ablation.optimizer) == (
+        "lookup",
+        "exact",
+        "keras2-rmsprop",
+    )
 
 
 def test_runs_before_protocols_load_as_keras3():
@@ -58,8 +64,9 @@ def _padded_batch(protocol: Protocol):
     split = encode_split(corpus.dev[:8], vocab)
     config = make_config("ud", "san-p-r", protocol)
     keras.utils.set_random_seed(0)
-    model = build_tagger(config, len(vocab.words), len(vocab.chars), len(vocab.tags), jit_compile=False,
-                         protocol=protocol)
+    model = build_tagger(
+        config, len(vocab.words), len(vocab.chars), len(vocab.tags), jit_compile=False, protocol=protocol
+    )
     x, y, w = next(iterate_batches(split, 8))
     return model, x, y, w
 
@@ -89,7 +96,13 @@ def test_network_items_reach_the_layers():
     assert attention.relative_bias_parameterization == "circulant"
     assert attention.get_config()["kernel_initializer"]["class_name"] == "GlorotNormal"
     assert type(original.optimizer).__name__ == "RMSpropKeras2"
-    keras3 = build_tagger(make_config("ud", "san-p-r", Protocol.named("keras3")), 50, 20, 10, jit_compile=False,
-                          protocol=Protocol.named("keras3"))
+    keras3 = build_tagger(
+        make_config("ud", "san-p-r", Protocol.named("keras3")),
+        50,
+        20,
+        10,
+        jit_compile=False,
+        protocol=Protocol.named("keras3"),
+    )
     assert keras3.get_layer("attention_1").relative_bias_parameterization == "lookup"
     assert type(keras3.optimizer) is keras.optimizers.RMSprop

@@ -1,17 +1,17 @@
 """convatt.results.protocol_comparison: the original protocol against Keras 3's, from runs with hand-made
 histories and curves; every expected number worked out by hand."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
+from synthetic_runs import write_run
 
-from convatt.results import protocol_comparison
 from convatt.results import frames as run_table
-from convatt.results import tables
+from convatt.results import protocol_comparison, tables
 from convatt.results.paper import paper_table, paper_table2d
 from convatt.training.protocol import Protocol
-from synthetic_runs import write_run
 
 REF, CONV2D = "san-pe-add", "san-pe-add-conv2d"
 KERAS3 = {"protocol": Protocol.named("keras3")}
@@ -42,16 +42,17 @@ def both_protocols(tmp_path):
 
 def _frame(root):
     runs = run_table.load_runs(root)
-    frame = protocol_comparison.protocol_frame(runs, run_table.load_histories(root, runs),
-                                               run_table.load_curves(root, runs))
+    frame = protocol_comparison.protocol_frame(
+        runs, run_table.load_histories(root, runs), run_table.load_curves(root, runs)
+    )
     return frame.set_index(["corpus", "variant", "protocol"])
 
 
 def test_pairs_only_what_ran_under_both_protocols(both_protocols):
     frame = _frame(both_protocols)
-    assert set(frame.index) == {(c, v, p) for c in ("English-GUM", "mean") for v in (REF, CONV2D)
-                                for p in ("original", "keras3")} | {("English-LinES", REF, p)
-                                                                    for p in ("original", "keras3")}
+    assert set(frame.index) == {
+        (c, v, p) for c in ("English-GUM", "mean") for v in (REF, CONV2D) for p in ("original", "keras3")
+    } | {("English-LinES", REF, p) for p in ("original", "keras3")}
 
 
 def test_seed_means_epochs_and_the_start_of_the_curve(both_protocols):
@@ -78,7 +79,8 @@ def test_the_ud_mean_is_over_treebanks_and_the_gains_beside_the_paper(both_proto
     assert gains.at[("English-GUM", "original"), "gain"] == pytest.approx(93.0 - 89.0)
     assert gains.at[("English-GUM", "keras3"), "gain"] == pytest.approx(92.0 - 87.0)
     assert gains.at[("English-GUM", "keras3"), "paper_gain"] == pytest.approx(
-        paper_d["SAN+PE[add]+Conv2d"] - paper_d["SAN+PE[add]"])
+        paper_d["SAN+PE[add]+Conv2d"] - paper_d["SAN+PE[add]"]
+    )
     # the mean of the treebanks' gains: GUM's alone (LinES has no keras3 +Conv2d), not against
     # SAN+PE[add]'s mean over GUM and LinES (86.5 under keras3)
     assert gains.at[("mean", "keras3"), "gain"] == pytest.approx(92.0 - 87.0)
@@ -91,8 +93,11 @@ def test_ptb_rows_beside_table_2b(tmp_path):
     frame = _frame(root)
     paper = paper_table("table2b_ptb").set_index("model").at["SAN+R", "all"]
     row = frame.loc[("PTB sample", "san-r", "keras3")]
-    assert (row["all"], row["diff_all"], row["dev_epoch_1"]) == (pytest.approx(88.0), pytest.approx(88.0 - paper),
-                                                                 pytest.approx(30.0))
+    assert (row["all"], row["diff_all"], row["dev_epoch_1"]) == (
+        pytest.approx(88.0),
+        pytest.approx(88.0 - paper),
+        pytest.approx(30.0),
+    )
     assert math.isnan(row["dev_epoch_3"])  # it ran two epochs
 
 

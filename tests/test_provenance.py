@@ -1,4 +1,5 @@
 """convatt.run.provenance: the commit and the machine a run records, in a real git repository."""
+
 from __future__ import annotations
 
 import subprocess
@@ -7,8 +8,12 @@ from convatt.run import provenance
 
 
 def _git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def test_source_commit_names_the_commit_and_uncommitted_changes(tmp_path, monkeypatch):

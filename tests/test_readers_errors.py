@@ -1,20 +1,26 @@
 """Every reader error is a ConvattError naming the file and line, on corrupted real data."""
+
 from __future__ import annotations
 
 import gzip
 import shutil
 
 import pytest
+from conftest import PTB_SAMPLE_FILES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convatt.data import (
-    EMBEDDED_DATA_DIR, Vocab, load_corpus, load_word_vectors, read_conllu,
-    read_mrg, read_ptb, read_ud,
+    EMBEDDED_DATA_DIR,
+    Vocab,
+    load_corpus,
+    load_word_vectors,
+    read_conllu,
+    read_mrg,
+    read_ptb,
+    read_ud,
 )
 from convatt.errors import ConvattError
-
-from conftest import PTB_SAMPLE_FILES
 
 UD = EMBEDDED_DATA_DIR / "ud-2.2"
 LINES = UD / "UD_English-LinES"
@@ -58,6 +64,7 @@ def corrupt_conllu(tmp_path, edit, n=40, **kwargs):
 
 
 # ---- CoNLL-U -------------------------------------------------------------------------
+
 
 def test_conllu_wrong_column_count(tmp_path):
     path, line = corrupt_conllu(tmp_path, lambda s: s.rsplit("\t", 1)[0])
@@ -171,6 +178,7 @@ def test_conllu_without_word_forms(tmp_path):
 
 # ---- treebank directories ---------------------------------------------------------------
 
+
 def test_treebank_without_train_file(tmp_path):
     treebank = tmp_path / "UD_English-LinES"
     treebank.mkdir()
@@ -189,6 +197,7 @@ def test_folder_of_treebanks_given_as_a_treebank():
 
 
 # ---- .mrg --------------------------------------------------------------------------------
+
 
 def mrg_copy(tmp_path, edit, name="wsj_0003.mrg"):
     lines = (PTB / name).read_text().split("\n")
@@ -287,6 +296,7 @@ def test_ptb_directory_without_wsj_files(tmp_path):
 
 # ---- vectors -----------------------------------------------------------------------------
 
+
 def write_vectors(tmp_path, lines, name="vectors.vec"):
     path = tmp_path / name
     path.write_text("\n".join(lines) + "\n")
@@ -363,12 +373,20 @@ def test_bin_that_is_not_a_fasttext_model(tmp_path):
 
 # ---- paths that do not exist -------------------------------------------------------------
 
-@pytest.mark.parametrize("call", [
-    read_conllu, read_mrg, read_ptb, read_ud,
-    lambda p: load_corpus("ptb", p), lambda p: load_corpus("ud", p),
-    lambda p: load_word_vectors(p, VOCAB, dim=3),
-], ids=["read_conllu", "read_mrg", "read_ptb", "read_ud", "load_corpus_ptb",
-        "load_corpus_ud", "load_word_vectors"])
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        read_conllu,
+        read_mrg,
+        read_ptb,
+        read_ud,
+        lambda p: load_corpus("ptb", p),
+        lambda p: load_corpus("ud", p),
+        lambda p: load_word_vectors(p, VOCAB, dim=3),
+    ],
+    ids=["read_conllu", "read_mrg", "read_ptb", "read_ud", "load_corpus_ptb", "load_corpus_ud", "load_word_vectors"],
+)
 def test_path_that_does_not_exist(tmp_path, call):
     missing = tmp_path / "nowhere" / "missing.conllu"
     with pytest.raises(ConvattError, match="not found") as e:
@@ -383,13 +401,15 @@ def test_unknown_preset(tmp_path):
 
 # ---- arbitrary input: parse or ConvattError, nothing else ---------------------------------
 
-FIELD = st.one_of(st.sampled_from(["1", "2", "3", "1-2", "2.1", "0", "_", "NOUN", "x y", "a=b",
-                                   "4-3", "1:nsubj", ""]),
-                  st.text(alphabet="0123456789-._:=| x#\t", max_size=4))
-CONLLU_LINE = st.one_of(st.lists(FIELD, max_size=12).map("\t".join),
-                        st.sampled_from(["", "# text = a b", "#", "   ",
-                                         "# global.columns = ID FORM"]),
-                        st.text(max_size=12))
+FIELD = st.one_of(
+    st.sampled_from(["1", "2", "3", "1-2", "2.1", "0", "_", "NOUN", "x y", "a=b", "4-3", "1:nsubj", ""]),
+    st.text(alphabet="0123456789-._:=| x#\t", max_size=4),
+)
+CONLLU_LINE = st.one_of(
+    st.lists(FIELD, max_size=12).map("\t".join),
+    st.sampled_from(["", "# text = a b", "#", "   ", "# global.columns = ID FORM"]),
+    st.text(max_size=12),
+)
 
 
 @st.composite
@@ -402,8 +422,7 @@ def conllu_document(draw):
             if draw(st.integers(0, 5)) == 0:
                 lines.append(f"{i}-{i + 1}\t" + "\t".join(["_"] * 9))
             defaults = ("w", "w", "NOUN", "NN", "_", "0", "root", "_", "_")
-            fields = [str(i)] + [draw(FIELD) if draw(st.integers(0, 3)) == 0 else default
-                                 for default in defaults]
+            fields = [str(i)] + [draw(FIELD) if draw(st.integers(0, 3)) == 0 else default for default in defaults]
             line = "\t".join(fields)
             if draw(st.integers(0, 9)) == 0:
                 line = draw(CONLLU_LINE)
@@ -412,13 +431,18 @@ def conllu_document(draw):
     return "\n\n".join(blocks) + draw(st.sampled_from(["", "\n", "\n\n"]))
 
 
-CONLLU_TEXT = st.one_of(st.text(), st.lists(CONLLU_LINE, max_size=15).map("\n".join),
-                        conllu_document())
-MRG_TEXT = st.one_of(st.text(), st.lists(st.one_of(
-    st.sampled_from(["(", ")", " ", "\n", "(NN dog)", "(-NONE- *T*)", "( (S", "))", "S", "()"]),
-    st.text(alphabet="() \nNPSx-", max_size=5)), max_size=30).map("".join))
-FUZZ = settings(max_examples=200, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture])
+CONLLU_TEXT = st.one_of(st.text(), st.lists(CONLLU_LINE, max_size=15).map("\n".join), conllu_document())
+MRG_TEXT = st.one_of(
+    st.text(),
+    st.lists(
+        st.one_of(
+            st.sampled_from(["(", ")", " ", "\n", "(NN dog)", "(-NONE- *T*)", "( (S", "))", "S", "()"]),
+            st.text(alphabet="() \nNPSx-", max_size=5),
+        ),
+        max_size=30,
+    ).map("".join),
+)
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def parses_or_convatt_error(reader, path):

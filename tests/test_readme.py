@@ -1,4 +1,5 @@
 """The README's code examples run as written."""
+
 import re
 
 from conftest import ROOT
@@ -18,8 +19,9 @@ def test_every_file_the_readmes_link_to_is_in_the_repository():
     clone shows them (a .gitignore pattern once kept docs/results/ out)."""
     import subprocess
 
-    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                                 check=True).stdout.splitlines())
+    tracked = set(
+        subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+    )
     if not tracked:
         import pytest
 
@@ -58,12 +60,15 @@ def test_readme_tables_copies_the_table_after_a_heading_and_names_what_is_missin
     import pytest
 
     rt = _readme_tables()
-    (tmp_path / "t.md").write_text("# T\n\nintro\n\n| a |\n|---|\n| 1 |\n\n### B\n\n| b |\n|---|\n| 2 |\n| 3 |\n\ntail\n")
-    readme = ("x\n<!-- table: t.md -->\nold\n<!-- end table -->\ny\n"
-              "<!-- table: t.md#B -->\n<!-- end table -->\n")
+    (tmp_path / "t.md").write_text(
+        "# T\n\nintro\n\n| a |\n|---|\n| 1 |\n\n### B\n\n| b |\n|---|\n| 2 |\n| 3 |\n\ntail\n"
+    )
+    readme = "x\n<!-- table: t.md -->\nold\n<!-- end table -->\ny\n<!-- table: t.md#B -->\n<!-- end table -->\n"
     out = rt.refreshed(readme, tmp_path)
-    assert out == ("x\n<!-- table: t.md -->\n| a |\n|---|\n| 1 |\n<!-- end table -->\ny\n"
-                   "<!-- table: t.md#B -->\n| b |\n|---|\n| 2 |\n| 3 |\n<!-- end table -->\n")
+    assert out == (
+        "x\n<!-- table: t.md -->\n| a |\n|---|\n| 1 |\n<!-- end table -->\ny\n"
+        "<!-- table: t.md#B -->\n| b |\n|---|\n| 2 |\n| 3 |\n<!-- end table -->\n"
+    )
     assert [b.line for b in rt.stale_blocks(readme, tmp_path)] == [2, 6] and not rt.stale_blocks(out, tmp_path)
     with pytest.raises(rt.TableSourceError, match="no heading 'C'"):
         rt.refreshed("<!-- table: t.md#C -->\n<!-- end table -->", tmp_path)

@@ -3,6 +3,7 @@
 Real tiny runs (one interrupted after epoch 1, copied for each test), real files, real
 processes for the command line.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,21 +16,22 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import PTB_SAMPLE_FILES, tiny_command, tiny_options
-from convatt.training import interrupt
+
 from convatt.errors import ConvattError
-from convatt.trained.evaluation import evaluate_run
 from convatt.run.modelfiles import check_weights_file
 from convatt.run.schema import RunConfig
+from convatt.trained.evaluation import evaluate_run
+from convatt.training import interrupt
 from convatt.training.trainer import train_run
 
 QUIET = lambda line: None
 
 
 def convatt(*args, cwd=None, **kwargs):
-    return subprocess.run([sys.executable, "-m", "convatt", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "convatt", *map(str, args)], capture_output=True, text=True, cwd=cwd, **kwargs
+    )
 
 
 def one_line_error(r, *fragments):
@@ -94,13 +96,18 @@ def finished(interrupted, tmp_path_factory, ptb_copy) -> Path:
 
 # ---- the run directory is recognised; nothing of someone else's is written or deleted ----
 
-@pytest.mark.parametrize("contents", [
-    {"checkpoint/mine": "x", "curve.csv": "y"},
-    {"result.json": json.dumps({"preset": "ptb", "variant": "san", "seed": 1, "corpus": "x", "test": {}})},
-    {"config.json": json.dumps({"format": "something-else", "seed": 1})},
-    {"config.json": json.dumps({"name": "not a run"}), "notes.txt": "mine"},
-    {"notes.txt": "mine"},
-], ids=["checkpoint-and-curve", "unrelated-result", "other-format", "other-json", "one-file"])
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        {"checkpoint/mine": "x", "curve.csv": "y"},
+        {"result.json": json.dumps({"preset": "ptb", "variant": "san", "seed": 1, "corpus": "x", "test": {}})},
+        {"config.json": json.dumps({"format": "something-else", "seed": 1})},
+        {"config.json": json.dumps({"name": "not a run"}), "notes.txt": "mine"},
+        {"notes.txt": "mine"},
+    ],
+    ids=["checkpoint-and-curve", "unrelated-result", "other-format", "other-json", "one-file"],
+)
 def test_a_directory_that_is_not_a_run_is_refused_untouched(tmp_path, contents):
     for name, text in contents.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +132,7 @@ def test_a_launchers_fresh_directory_is_a_new_run_and_checkpoint_strangers_stay(
     fresh.mkdir()
     for name in ("train.log", "slurm-12_3.out", ".lock"):
         (fresh / name).write_text("started\n")
-    (fresh / f".tmp-999-config.json").write_text("{")  # a write killed before its rename
+    (fresh / ".tmp-999-config.json").write_text("{")  # a write killed before its rename
     (run_copy / "checkpoint" / "mine").write_text("x")
     train_run(tiny_options(run_copy, data=str(ptb_copy)), log=QUIET)
     assert (run_copy / "result.json").exists() and (run_copy / "checkpoint" / "mine").read_text() == "x"
@@ -136,6 +143,7 @@ def test_a_launchers_fresh_directory_is_a_new_run_and_checkpoint_strangers_stay(
 
 
 # ---- a changed dataset is never resumed --------------------------------------------------
+
 
 @pytest.mark.parametrize("older", [False, True], ids=["fingerprinted", "older-run"])
 def test_resume_on_changed_data_is_refused_naming_what_changed(run_copy, ptb_copy, older):
@@ -166,17 +174,22 @@ def test_older_runs_without_a_fingerprint_resume_with_a_note(finished):
 
 # ---- damaged files: an error naming the file and what to do ------------------------------
 
+
 def truncate(path: Path, keep: float = 0.5) -> None:
     path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
 
 
-@pytest.mark.parametrize("damage, file, says", [
-    (lambda ckpt: truncate(ckpt / "epoch-1.keras"), "epoch-1.keras", "not a complete Keras model archive"),
-    (lambda ckpt: (ckpt / "epoch-1.keras").write_bytes(b""), "epoch-1.keras", "not a complete Keras"),
-    (lambda ckpt: truncate(ckpt / "state.json"), "state.json", "damaged: not valid JSON"),
-    (lambda ckpt: (ckpt / "state.json").write_text('{"epoch": "one"}'), "state.json", "epoch is 'one'"),
-    (lambda ckpt: (ckpt / "epoch-1.keras").unlink(), "epoch-1.keras", "model file not found"),
-], ids=["truncated-model", "empty-model", "truncated-state", "wrong-type-state", "missing-model"])
+@pytest.mark.parametrize(
+    "damage, file, says",
+    [
+        (lambda ckpt: truncate(ckpt / "epoch-1.keras"), "epoch-1.keras", "not a complete Keras model archive"),
+        (lambda ckpt: (ckpt / "epoch-1.keras").write_bytes(b""), "epoch-1.keras", "not a complete Keras"),
+        (lambda ckpt: truncate(ckpt / "state.json"), "state.json", "damaged: not valid JSON"),
+        (lambda ckpt: (ckpt / "state.json").write_text('{"epoch": "one"}'), "state.json", "epoch is 'one'"),
+        (lambda ckpt: (ckpt / "epoch-1.keras").unlink(), "epoch-1.keras", "model file not found"),
+    ],
+    ids=["truncated-model", "empty-model", "truncated-state", "wrong-type-state", "missing-model"],
+)
 def test_a_damaged_checkpoint_says_which_file_and_what_to_do(run_copy, ptb_copy, damage, file, says):
     damage(run_copy / "checkpoint")
     with pytest.raises(ConvattError) as e:
@@ -196,14 +209,24 @@ def test_a_truncated_best_weights_file_is_found_before_training(run_copy, ptb_co
     assert rewritten < next(i for i, line in enumerate(lines) if line.startswith("epoch 2/2"))
 
 
-@pytest.mark.parametrize("damage, commands, says", [
-    (lambda run: truncate(run / "model.keras"), ["evaluate"], "model.keras: damaged: not a complete Keras model"),
-    (lambda run: truncate(run / "result.json"), ["train"], "damaged: not valid JSON"),
-    (lambda run: (run / "vocab.json").write_text('{"format": "convatt-vocabularies", "words": [1, 2]}'),
-     ["evaluate"], "vocab.json: malformed vocabularies file: words is not a list of strings"),
-    (lambda run: (run / "config.json").write_bytes(b"\xff{}"), ["evaluate", "train"],
-     "config.json: damaged: not UTF-8"),
-], ids=["model", "result", "vocab", "config"])
+@pytest.mark.parametrize(
+    "damage, commands, says",
+    [
+        (lambda run: truncate(run / "model.keras"), ["evaluate"], "model.keras: damaged: not a complete Keras model"),
+        (lambda run: truncate(run / "result.json"), ["train"], "damaged: not valid JSON"),
+        (
+            lambda run: (run / "vocab.json").write_text('{"format": "convatt-vocabularies", "words": [1, 2]}'),
+            ["evaluate"],
+            "vocab.json: malformed vocabularies file: words is not a list of strings",
+        ),
+        (
+            lambda run: (run / "config.json").write_bytes(b"\xff{}"),
+            ["evaluate", "train"],
+            "config.json: damaged: not UTF-8",
+        ),
+    ],
+    ids=["model", "result", "vocab", "config"],
+)
 def test_a_damaged_finished_run_is_reported(finished, ptb_copy, tmp_path, damage, commands, says):
     """By `evaluate`, and by `train` (which reads back a finished run's config.json and result.json)."""
     run = tmp_path / "run"
@@ -217,6 +240,7 @@ def test_a_damaged_finished_run_is_reported(finished, ptb_copy, tmp_path, damage
 
 
 # ---- options and OS errors: one line, before anything is written --------------------------
+
 
 @pytest.mark.parametrize("seed", ["-1", "99999999999"])
 def test_a_bad_seed_fails_before_anything_is_written(tmp_path, seed):
@@ -233,6 +257,7 @@ def test_a_file_where_a_directory_should_be_is_one_line(tmp_path):
 
 def test_a_full_disk_is_one_line_naming_the_file_and_leaves_no_tmp(tmp_path):
     """RLIMIT_FSIZE makes writes past 1 MB fail (EFBIG), as a full disk fails them (ENOSPC)."""
+
     def limit_file_size():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
@@ -257,6 +282,7 @@ def test_a_read_only_directory_is_one_line(tmp_path):
 
 
 # ---- paths and quiet surprises --------------------------------------------------------
+
 
 def test_an_older_relative_data_path_is_found_from_the_run_directory(tmp_path, finished, ptb_copy, monkeypatch):
     """An older config.json keeps --data as typed, relative to where training started."""

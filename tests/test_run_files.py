@@ -1,5 +1,6 @@
 """Damaged run directories: `tables` and `plot` leave the run out with a warning naming the
 file and what is wrong, and go on; nothing partial is drawn or averaged (convatt.run.reading)."""
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,11 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synthetic_runs import write_run
 
 from convatt import cli
 from convatt.results import frames as run_table
 from convatt.run.reading import RunWarning
-from synthetic_runs import write_run
 
 HISTORY, CURVE = [0.5, 0.8, 0.9], [0.4, 0.6, 0.82, 0.9, 0.91, 0.92]
 
@@ -61,8 +62,16 @@ DAMAGE = {  # class of damage: (file, how, what the warning says)
     "result: not UTF-8": ("result.json", bad_byte, "not UTF-8"),
     "result: truncated": ("result.json", cut(30), "not valid JSON"),
     "result: wrong type": ("result.json", set_json("seed", "two"), "seed is 'two', expected int"),
-    "result: accuracy not a number": ("result.json", set_json("test.all", "0.9"), "test.all is '0.9', expected a fraction in [0, 1] or null"),
-    "result: accuracy out of range": ("result.json", set_json("test.oov", 7), "test.oov is 7, expected a fraction in [0, 1] or null"),
+    "result: accuracy not a number": (
+        "result.json",
+        set_json("test.all", "0.9"),
+        "test.all is '0.9', expected a fraction in [0, 1] or null",
+    ),
+    "result: accuracy out of range": (
+        "result.json",
+        set_json("test.oov", 7),
+        "test.oov is 7, expected a fraction in [0, 1] or null",
+    ),
     "result: no test accuracy": ("result.json", set_json("test", {}), "test.all is missing"),
     "result: not an object": ("result.json", lambda p: p.write_text("[1, 2]"), "not a JSON object"),
     "config: truncated beside a good result": ("config.json", cut(40), "not valid JSON"),
@@ -73,7 +82,11 @@ DAMAGE = {  # class of damage: (file, how, what the warning says)
     "history: not UTF-8": ("history.csv", bad_byte, "not UTF-8"),
     "history: cut in a line": ("history.csv", cut(3), "cut short"),
     "history: cut at a line end": ("history.csv", cut_lines(1), "epochs should be 1 to 3"),
-    "history: header only": ("history.csv", cut_lines(3), "epochs should be 1 to 3 (result.json's epochs_run), found none"),
+    "history: header only": (
+        "history.csv",
+        cut_lines(3),
+        "epochs should be 1 to 3 (result.json's epochs_run), found none",
+    ),
     "history: empty": ("history.csv", lambda p: p.write_text(""), "cut short"),
     "history: ragged row": ("history.csv", replace("\n2,", "\n2,9,"), "7 cells where the header has 6"),
     "history: wrong type": ("history.csv", replace("0.8,0.8", "abc,0.8"), "is not a number: 'abc'"),
@@ -133,8 +146,15 @@ def test_tables_and_plot_go_on_past_a_damaged_run(tmp_path, capsys, command):
 # ---------------------------------------------------------------- any corruption (Hypothesis)
 
 FILES = ["result.json", "config.json", "history.csv", "curve.csv"]
-JSON_VALUES = st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats() | st.text(max_size=5) \
-    | st.lists(st.integers(), max_size=2) | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)
+JSON_VALUES = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**12), 10**12)
+    | st.floats()
+    | st.text(max_size=5)
+    | st.lists(st.integers(), max_size=2)
+    | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)
+)
 
 
 @st.composite
@@ -147,9 +167,32 @@ def corruptions(draw):
         return name, kind, lambda data: data[: int(len(data) * fraction)]
     if kind == "flip":
         where, byte = draw(st.floats(0, 1, exclude_max=True)), draw(st.integers(0, 255))
-        return name, kind, lambda data: data[: int(len(data) * where)] + bytes([byte]) + data[int(len(data) * where) + 1:]
-    field, value = draw(st.sampled_from(["seed", "preset", "test", "epochs_run", "dev", "corpus", "epochs",
-                                         "limit", "curve_every", "curve_until", "mask_padding", "protocol"])), draw(JSON_VALUES)
+        return (
+            name,
+            kind,
+            lambda data: data[: int(len(data) * where)] + bytes([byte]) + data[int(len(data) * where) + 1 :],
+        )
+    field, value = (
+        draw(
+            st.sampled_from(
+                [
+                    "seed",
+                    "preset",
+                    "test",
+                    "epochs_run",
+                    "dev",
+                    "corpus",
+                    "epochs",
+                    "limit",
+                    "curve_every",
+                    "curve_until",
+                    "mask_padding",
+                    "protocol",
+                ]
+            )
+        ),
+        draw(JSON_VALUES),
+    )
     return name, kind, lambda data: json.dumps({**json.loads(data), field: value}).encode()
 
 

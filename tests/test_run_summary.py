@@ -1,12 +1,14 @@
 """convatt.results.summary: the runs behind the tables, their wall time, commits and machines."""
+
 from __future__ import annotations
 
 import json
 
-from convatt.results import summary as run_summary
-from convatt.results import frames as run_table
-from convatt.results import tables
 from synthetic_runs import write_run
+
+from convatt.results import frames as run_table
+from convatt.results import summary as run_summary
+from convatt.results import tables
 
 
 def _record(run, **fields):
@@ -37,5 +39,7 @@ def test_convatt_tables_writes_the_summary(tmp_path):
     write_run(root, "san", 1, [0.5], [0.4])
     written = tables.write_tables(root, tmp_path / "out")
     assert tmp_path / "out" / "runs.md" in written.paths
-    assert "| ptb | SAN | 1 | 1 | 1 | 1 | 12 | 12-12 | tensorflow | not recorded | not recorded |" in (
-        tmp_path / "out" / "runs.md").read_text()
+    assert (
+        "| ptb | SAN | 1 | 1 | 1 | 1 | 12 | 12-12 | tensorflow | not recorded | not recorded |"
+        in (tmp_path / "out" / "runs.md").read_text()
+    )

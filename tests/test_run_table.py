@@ -3,26 +3,24 @@
 The tests read the real tiny runs of the `tiny_runs` fixture (conftest.py), and copies
 of them (run_dirs.py).
 """
+
 from __future__ import annotations
 
 import json
-import math
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from run_dirs import assert_same, clone_run, one_tiny_run, result_files
 
-from run_dirs import assert_same, clone_run, numpy_stats, one_tiny_run, result_files
-
-from convatt.results import frames as run_table
-from convatt.results import tables
 from convatt.errors import ConvattError
 from convatt.model.variants import VARIANTS
-
+from convatt.results import frames as run_table
+from convatt.results import tables
 
 # ---------------------------------------------------------------- loading
+
 
 def test_load_runs_has_one_row_per_result_json(tiny_runs):
     runs = run_table.load_runs(tiny_runs)

@@ -15,6 +15,7 @@ reason otherwise (but for the first test, which needs no Slurm). The grids are t
 and experiments/slurm_local.sh itself (as root, on clusters of their own in tmp dirs): a second
 cluster beside the first, `start --clean`, and `start` requeueing a job whose processes died.
 """
+
 from __future__ import annotations
 
 import csv
@@ -29,7 +30,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import lock_held
 from test_makefile import ROOT, make_env
 
@@ -59,12 +59,23 @@ SLURM_UNAVAILABLE = slurm_unavailable()  # asked once: sinfo takes ~10 s to give
 needs_slurm = pytest.mark.skipif(SLURM_UNAVAILABLE is not None, reason=SLURM_UNAVAILABLE or "")
 
 
-def make_grid(runs: Path, *variables: str, submit: bool = True, timeout: int = 600,
-              env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+def make_grid(
+    runs: Path, *variables: str, submit: bool = True, timeout: int = 600, env: dict | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
     """`make ud-all` on the tiny grid, with SUBMIT=slurm or run here."""
-    cmd = ["make", "--no-print-directory", "-C", str(ROOT), "ud-all", f"RUNS={runs}", f"VENV={VENV}",
-           f"TREEBANKS={TREEBANK}", "TRAIN_FLAGS=--curve-every 0", *variables,
-           *(["SUBMIT=slurm"] if submit else [])]
+    cmd = [
+        "make",
+        "--no-print-directory",
+        "-C",
+        str(ROOT),
+        "ud-all",
+        f"RUNS={runs}",
+        f"VENV={VENV}",
+        f"TREEBANKS={TREEBANK}",
+        "TRAIN_FLAGS=--curve-every 0",
+        *variables,
+        *(["SUBMIT=slurm"] if submit else []),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=make_env() | (env or {}), timeout=timeout)
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -98,7 +109,8 @@ def wait_for(job_id: str) -> None:
     while active_tasks(job_id):
         assert time.monotonic() < deadline, (
             f"job {job_id} still in squeue after {WAIT_LIMIT_S} s; the queue:\n{the_queue()}"
-            "(.ci/run tests on a Slurm of their own: SLURM_LOCAL_DIR/SLURM_LOCAL_PORT, start --clean)")
+            "(.ci/run tests on a Slurm of their own: SLURM_LOCAL_DIR/SLURM_LOCAL_PORT, start --clean)"
+        )
         time.sleep(1)
 
 
@@ -129,8 +141,10 @@ def comparable_history(run: Path, loss_tolerance: float | None = None) -> list[d
 
 
 def failure_logs(runs: Path) -> str:
-    return "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted(runs.glob("**/*.out")) +
-                     sorted(runs.glob("ud/**/train.log")))
+    return "\n".join(
+        f"--- {p}\n{p.read_text()[-3000:]}"
+        for p in sorted(runs.glob("**/*.out")) + sorted(runs.glob("ud/**/train.log"))
+    )
 
 
 def test_submit_without_slurm_says_so_in_one_line(tmp_path):
@@ -140,8 +154,14 @@ def test_submit_without_slurm_says_so_in_one_line(tmp_path):
         found = shutil.which(tool)
         if found:
             (bin_dir / tool).symlink_to(found)
-    proc = make_grid(tmp_path / "runs", "VARIANTS=san", "SEEDS=1", f"PYTHON={sys.executable}",
-                     env={"PATH": str(bin_dir)}, check=False)
+    proc = make_grid(
+        tmp_path / "runs",
+        "VARIANTS=san",
+        "SEEDS=1",
+        f"PYTHON={sys.executable}",
+        env={"PATH": str(bin_dir)},
+        check=False,
+    )
     assert proc.returncode != 0
     assert re.search(r"^slurm_submit: error: SUBMIT=slurm: sbatch is not on PATH", proc.stderr, re.M), proc.stderr
     assert not list((tmp_path / "runs").glob("slurm/*/job_id"))
@@ -178,8 +198,9 @@ def test_a_grid_on_slurm_gives_what_plain_make_gives(tmp_path):
     print(f"the same grid with plain make -j 2: {time.monotonic() - start:.0f} s")
 
     on_slurm, plain = run_dirs(tmp_path / "slurm"), run_dirs(tmp_path / "plain")
-    assert len(on_slurm) == 4 and [p.relative_to(tmp_path / "slurm") for p in on_slurm] == \
-        [p.relative_to(tmp_path / "plain") for p in plain]
+    assert len(on_slurm) == 4 and [p.relative_to(tmp_path / "slurm") for p in on_slurm] == [
+        p.relative_to(tmp_path / "plain") for p in plain
+    ]
     for a, b in zip(on_slurm, plain):
         assert (a / "result.json").exists(), failure_logs(tmp_path / "slurm")
         assert comparable_result(a) == comparable_result(b), a
@@ -203,8 +224,12 @@ def test_a_cancelled_task_is_resubmitted_alone_and_resumes(tmp_path):
     _, job_id = submitted(submit_grid(runs, *grid))
     sub = submission_of(runs, job_id)
     victim = Path((sub / "tasks.txt").read_text().splitlines()[1].split()[0])  # array task 1
-    status = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "status", f"RUNS={runs}",
-                             f"TREEBANKS={TREEBANK}", *grid[:2]], capture_output=True, text=True, env=make_env())
+    status = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), "status", f"RUNS={runs}", f"TREEBANKS={TREEBANK}", *grid[:2]],
+        capture_output=True,
+        text=True,
+        env=make_env(),
+    )
     counts = re.search(r"^ud-all: +0 of 2 runs finished, (\d+) queued, (\d+) running on Slurm", status.stdout, re.M)
     assert counts and int(counts.group(1)) + int(counts.group(2)) == 2, status.stdout + status.stderr
     other = Path((sub / "tasks.txt").read_text().splitlines()[0].split()[0])
@@ -244,14 +269,17 @@ def test_a_cancelled_task_is_resubmitted_alone_and_resumes(tmp_path):
 
 needs_root_slurm = pytest.mark.skipif(
     SLURM_UNAVAILABLE is not None or os.geteuid() != 0,
-    reason=SLURM_UNAVAILABLE or "experiments/slurm_local.sh start needs root")
+    reason=SLURM_UNAVAILABLE or "experiments/slurm_local.sh start needs root",
+)
 
 
 def free_port_pair(first: int = 6857) -> int:
     """The first port P >= first with P and P + 1 free on 127.0.0.1 (slurmctld, slurmd)."""
+
     def taken(port: int) -> bool:
         with socket.socket() as sock:
             return sock.connect_ex(("127.0.0.1", port)) == 0
+
     port = first
     while taken(port) or taken(port + 1):
         port += 2
@@ -265,8 +293,9 @@ def queued_ids(env: dict) -> list[str]:
 
 def slurm_local(state_dir: Path, port: int, *args: str) -> subprocess.CompletedProcess:
     env = make_env() | {"SLURM_LOCAL_DIR": str(state_dir), "SLURM_LOCAL_PORT": str(port)}
-    return subprocess.run([str(ROOT / "experiments" / "slurm_local.sh"), *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+    return subprocess.run(
+        [str(ROOT / "experiments" / "slurm_local.sh"), *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 @needs_root_slurm
@@ -279,9 +308,13 @@ def test_a_cluster_of_its_own_starts_clean_beside_the_running_one(tmp_path):
         started = slurm_local(state, port, "start", "--clean")
         assert started.returncode == 0, started.stdout + started.stderr
         name = f"convatt-test-{tmp_path.name}"
-        held = subprocess.run(["sbatch", "--parsable", "--hold", f"--job-name={name}", f"--output={tmp_path}/%j.out",
-                               "--wrap", "true"],
-                              capture_output=True, text=True, env=conf_env, check=True).stdout.strip()
+        held = subprocess.run(
+            ["sbatch", "--parsable", "--hold", f"--job-name={name}", f"--output={tmp_path}/%j.out", "--wrap", "true"],
+            capture_output=True,
+            text=True,
+            env=conf_env,
+            check=True,
+        ).stdout.strip()
         own_queue = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True, env=conf_env)
         assert own_queue.stdout.split() == [held, name], own_queue.stdout + own_queue.stderr
         assert name not in subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True).stdout.split()
@@ -316,12 +349,17 @@ def test_a_job_whose_processes_died_with_the_daemons_is_requeued_at_start(tmp_pa
     conf_env = make_env() | {"SLURM_CONF": str(state / "slurm.conf")}
     try:
         assert slurm_local(state, port, "start", "--clean").returncode == 0
-        job = subprocess.run(["sbatch", "--parsable", "--requeue", f"--output={tmp_path}/%j.out",
-                              "--wrap", "sleep 600"], capture_output=True,
-                             text=True, env=conf_env, check=True).stdout.strip()
+        job = subprocess.run(
+            ["sbatch", "--parsable", "--requeue", f"--output={tmp_path}/%j.out", "--wrap", "sleep 600"],
+            capture_output=True,
+            text=True,
+            env=conf_env,
+            check=True,
+        ).stdout.strip()
         deadline = time.monotonic() + 60
-        while (pids := subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True,
-                                      env=conf_env)).returncode != 0:
+        while (
+            pids := subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True, env=conf_env)
+        ).returncode != 0:
             assert time.monotonic() < deadline, pids.stdout + pids.stderr
             time.sleep(0.5)
         job_pids = [int(line.split()[0]) for line in pids.stdout.splitlines()[1:] if line.split()[0].isdigit()]

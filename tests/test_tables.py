@@ -4,25 +4,22 @@ The PTB tests read the real tiny runs of the `tiny_runs` fixture (conftest.py). 
 UD tests clone those runs into UD-shaped copies in a temporary directory, with
 known accuracies, since a UD table needs several treebanks.
 """
+
 from __future__ import annotations
 
-import json
 import math
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-
 from run_dirs import assert_same, clone_run, numpy_stats, one_tiny_run, result_files
 
 from convatt import cli
-from convatt.results import paper
-from convatt.results import frames as run_table
-from convatt.results import tables
-from convatt.results.markdown import fmt
 from convatt.model.variants import PAPER_VARIANTS, UD_VARIANTS, VARIANTS
+from convatt.results import frames as run_table
+from convatt.results import paper, tables
+from convatt.results.markdown import fmt
 
 REFERENCE = Path(__file__).resolve().parent.parent / "convatt" / "embedded" / "paper"
 
@@ -33,6 +30,7 @@ def convatt_tables(runs: Path, out: Path) -> None:
 
 
 # ---------------------------------------------------------------- Table 2b
+
 
 def test_table2b_means_and_stds_equal_numpy(tiny_runs):
     table = tables.ptb_table(run_table.load_runs(tiny_runs))
@@ -121,9 +119,18 @@ def ud_runs(tiny_runs, tmp_path) -> Path:
         for variant, accs in variants.items():
             for seed, acc in enumerate(accs, start=1):
                 oov = None if tb == "Vietnamese-VTB" and seed == 1 else acc - 0.1
-                clone_run(src, root / "ud" / f"UD_{tb}" / variant / f"seed{seed}", FULL_PROTOCOL, preset="ud", corpus=tb,
-                          is_sample=False, variant=variant, label=VARIANTS[variant].label, seed=seed,
-                          **{"test.all": acc, "test.oov": oov, "test.ambiguous": acc - 0.05})
+                clone_run(
+                    src,
+                    root / "ud" / f"UD_{tb}" / variant / f"seed{seed}",
+                    FULL_PROTOCOL,
+                    preset="ud",
+                    corpus=tb,
+                    is_sample=False,
+                    variant=variant,
+                    label=VARIANTS[variant].label,
+                    seed=seed,
+                    **{"test.all": acc, "test.oov": oov, "test.ambiguous": acc - 0.05},
+                )
     return root
 
 
@@ -193,9 +200,18 @@ def test_treebank_names_match_the_paper_spelling():
 
 def test_smoke_runs_are_never_averaged_with_full_runs(ud_runs, tiny_runs):
     """A `make ud-all EPOCHS=1` run left beside full runs gets a row of its own."""
-    smoke = clone_run(one_tiny_run(tiny_runs), ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed9",
-                      {"limit": None, "epochs": 1}, preset="ud", corpus="English-LinES", is_sample=False,
-                      variant="san-pe-add", label="SAN+PE[add]", seed=1, **{"test.all": 0.10})
+    smoke = clone_run(
+        one_tiny_run(tiny_runs),
+        ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed9",
+        {"limit": None, "epochs": 1},
+        preset="ud",
+        corpus="English-LinES",
+        is_sample=False,
+        variant="san-pe-add",
+        label="SAN+PE[add]",
+        seed=1,
+        **{"test.all": 0.10},
+    )
     runs = run_table.load_runs(ud_runs)  # seed 1 twice, in two settings: no duplicate
     assert runs.loc[runs["run_dir"] == str(smoke), "setting"].item() == "max 1 epoch"
     frame = tables.ud_treebank_table(runs).frame.set_index(["treebank", "model"])
@@ -207,9 +223,18 @@ def test_smoke_runs_are_never_averaged_with_full_runs(ud_runs, tiny_runs):
 
 def test_write_tables_keeps_only_the_settings_named(ud_runs, tiny_runs, tmp_path):
     """`convatt tables --setting paper`: the smoke run beside the full ones is left out of every table."""
-    clone_run(one_tiny_run(tiny_runs), ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed9",
-              {"limit": None, "epochs": 1}, preset="ud", corpus="English-LinES", is_sample=False,
-              variant="san-pe-add", label="SAN+PE[add]", seed=1, **{"test.all": 0.10})
+    clone_run(
+        one_tiny_run(tiny_runs),
+        ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed9",
+        {"limit": None, "epochs": 1},
+        preset="ud",
+        corpus="English-LinES",
+        is_sample=False,
+        variant="san-pe-add",
+        label="SAN+PE[add]",
+        seed=1,
+        **{"test.all": 0.10},
+    )
     tables.write_tables(ud_runs, tmp_path / "all")
     tables.write_tables(ud_runs, tmp_path / "paper", settings=["paper"])
     assert "[max 1 epoch]" in (tmp_path / "all" / "table2d_ud_per_treebank.md").read_text()

@@ -1,18 +1,19 @@
 """convatt tag: a run's model tags CoNLL-U or text; the output scores as `convatt evaluate` does."""
+
 import gzip
 import re
 import subprocess
 import sys
 
 import pytest
-
 from conftest import LINES, tiny_options
+
 from convatt.data import read_conllu
 from convatt.data.untagged import read_untagged
 from convatt.errors import ConvattError
 from convatt.trained.evaluation import evaluate_run
-from convatt.trained.tagging import tag_blocks
 from convatt.trained.loading import load_run
+from convatt.trained.tagging import tag_blocks
 
 TEST_FILE = LINES / "en_lines-ud-test.conllu.gz"
 
@@ -54,15 +55,22 @@ def test_tagged_test_file_scores_what_evaluate_reports(ud_run, tmp_path):
         fa, fb = a.split("\t"), b.split("\t")
         assert fa[:3] + fa[4:] == fb[:3] + fb[4:]
     stderr = r.stderr.decode()
-    assert re.search(r"tagged 914 sentences \(15,623 tokens\) in [\d.]+ s: [\d,.]+ sentences/s, [\d,]+ tokens/s",
-                     stderr)
+    assert re.search(
+        r"tagged 914 sentences \(15,623 tokens\) in [\d.]+ s: [\d,.]+ sentences/s, [\d,]+ tokens/s", stderr
+    )
     assert "sentence(s) longer than 60 tokens were tagged in consecutive pieces" in stderr
 
 
 def test_multiword_tokens_and_empty_nodes_pass_through(ud_model, tmp_path):
-    lines = ["# sent_id = a", "# text = I'm here", "1-2\tI'm\t_\t_\t_\t_\t_\t_\t_\t_",
-             "1\tI\tI\t_\tPRON\tCase=Nom\t3\tnsubj\t_\t_", "2\t'm\tbe\t_\t_\t_\t3\tcop\t_\t_",
-             "3\there\there\t_\t_\t_\t0\troot\t_\tSpaceAfter=No", "3.1\tis\t_\t_\t_\t_\t_\t_\t3:cop\t_"]
+    lines = [
+        "# sent_id = a",
+        "# text = I'm here",
+        "1-2\tI'm\t_\t_\t_\t_\t_\t_\t_\t_",
+        "1\tI\tI\t_\tPRON\tCase=Nom\t3\tnsubj\t_\t_",
+        "2\t'm\tbe\t_\t_\t_\t3\tcop\t_\t_",
+        "3\there\there\t_\t_\t_\t0\troot\t_\tSpaceAfter=No",
+        "3.1\tis\t_\t_\t_\t_\t_\t_\t3:cop\t_",
+    ]
     text, stats = tag_text(ud_model, "\n".join(lines) + "\n\n# a comment-only block\n", "conllu", tmp_path)
     out = text.split("\n")
     assert out[:3] == lines[:3] and out[6] == lines[6] and out[8] == "# a comment-only block"
@@ -93,7 +101,7 @@ def test_a_ptb_run_fills_xpos_from_plain_text_on_stdin(tmp_path):
 
     run = tmp_path / "ptb"
     train_run(tiny_options(run, epochs=1, limit=64, curve_every=0), log=lambda s: None)
-    r = convatt("tag", run, "--format", "text", stdin="The dog barks .\n\nIt  rains\n".encode())
+    r = convatt("tag", run, "--format", "text", stdin=b"The dog barks .\n\nIt  rains\n")
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     rows = [line.split("\t") for line in r.stdout.decode().split("\n") if line[:1].isdigit()]
     assert [f[1] for f in rows] == ["The", "dog", "barks", ".", "It", "rains"]
@@ -103,15 +111,22 @@ def test_a_ptb_run_fills_xpos_from_plain_text_on_stdin(tmp_path):
     assert re.search(r"tagged 2 sentences \(6 tokens\) .* tokens/s", r.stderr.decode())
 
 
-@pytest.mark.parametrize("fmt, text, message", [
-    ("conllu", "# x\n1\tA\t_\t_\t_\t_\t_\t_\t_\t_\n2\tB\t_\t_\t_\t_\t_\t_\t_\n", "input:3: expected 10"),
-    ("conllu", "1\tA\t_\t_\t_\t_\t_\t_\t_\t_\n3\tB\t_\t_\t_\t_\t_\t_\t_\t_\n", "input:2: word IDs must count"),
-    ("conllu", "The dog barks .\n", "input:1: expected 10 tab-separated fields (ID FORM LEMMA UPOS XPOS FEATS "
-                                    "HEAD DEPREL DEPS MISC), found 1 (plain text? use --format text)"),
-    ("text", "A line\n1\tA\t_\t_\t_\t_\t_\t_\t_\t_\n", "input:2: this line looks like CoNLL-U"),
-    ("conllu", "# only a comment\n", "input:1: no sentences to tag"),
-    ("text", "\n  \n", "input:1: no sentences to tag"),
-])
+@pytest.mark.parametrize(
+    "fmt, text, message",
+    [
+        ("conllu", "# x\n1\tA\t_\t_\t_\t_\t_\t_\t_\t_\n2\tB\t_\t_\t_\t_\t_\t_\t_\n", "input:3: expected 10"),
+        ("conllu", "1\tA\t_\t_\t_\t_\t_\t_\t_\t_\n3\tB\t_\t_\t_\t_\t_\t_\t_\t_\n", "input:2: word IDs must count"),
+        (
+            "conllu",
+            "The dog barks .\n",
+            "input:1: expected 10 tab-separated fields (ID FORM LEMMA UPOS XPOS FEATS "
+            "HEAD DEPREL DEPS MISC), found 1 (plain text? use --format text)",
+        ),
+        ("text", "A line\n1\tA\t_\t_\t_\t_\t_\t_\t_\t_\n", "input:2: this line looks like CoNLL-U"),
+        ("conllu", "# only a comment\n", "input:1: no sentences to tag"),
+        ("text", "\n  \n", "input:1: no sentences to tag"),
+    ],
+)
 def test_bad_input_names_file_and_line(tmp_path, fmt, text, message):
     (tmp_path / "input").write_text(text)
     with pytest.raises(ConvattError) as e:

@@ -1,4 +1,5 @@
 """Real (tiny) training runs: they learn, write complete run directories, resume."""
+
 import csv
 import json
 import os
@@ -10,12 +11,12 @@ import keras
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import LINES, TINY_SEEDS, TINY_VARIANTS, lock_held, pausing_command, tiny_command, tiny_options
-from convatt.run import provenance
-from convatt.training import trainer as training
+
 from convatt.data import load_corpus
 from convatt.errors import ConvattError
+from convatt.run import provenance
+from convatt.training import trainer as training
 from convatt.training.trainer import TrainOptions, train_run
 
 
@@ -36,8 +37,17 @@ def close_to(value, rel: float = 1e-4, abs_: float = 1e-6):
 
 
 def test_tiny_ud_run_beats_the_majority_tag(tmp_path):
-    opts = TrainOptions(preset="ud", variant="san-pe-add-conv2d", seed=1, data=str(LINES),
-                        out=str(tmp_path / "run"), epochs=3, limit=320, curve_every=5, jit_compile=False)
+    opts = TrainOptions(
+        preset="ud",
+        variant="san-pe-add-conv2d",
+        seed=1,
+        data=str(LINES),
+        out=str(tmp_path / "run"),
+        epochs=3,
+        limit=320,
+        curve_every=5,
+        jit_compile=False,
+    )
     result = train_run(opts, log=lambda s: None)
     corpus = load_corpus("ud", LINES)
     train_tags = Counter(tag for s in corpus.train[:320] for _, tag in s)
@@ -136,8 +146,13 @@ ONE_THREAD = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
 
 def _start(out, env: dict | None = None):
     """A tiny run that pauses in epoch 2, batch 1 (see `pausing_command`)."""
-    return subprocess.Popen(pausing_command(out), env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        pausing_command(out),
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path):
@@ -154,14 +169,14 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     assert not (run / "result.json").exists()
     assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 1
 
-    resumed = subprocess.run(tiny_command(run), check=True, capture_output=True, text=True,
-                             env=os.environ | ONE_THREAD)
+    resumed = subprocess.run(tiny_command(run), check=True, capture_output=True, text=True, env=os.environ | ONE_THREAD)
     assert "resuming from epoch 1" in resumed.stdout
     # numbers agree to 1e-4 (columns, epochs and steps exactly): a margin for rounding
     # between two processes; a resume that lost the optimizer's state or a batch is off by far more
     for name in ("history.csv", "curve.csv"):
-        resumed_rows, reference_rows = (pd.read_csv(d / name).drop(columns="seconds", errors="ignore")
-                                        for d in (run, reference))
+        resumed_rows, reference_rows = (
+            pd.read_csv(d / name).drop(columns="seconds", errors="ignore") for d in (run, reference)
+        )
         pd.testing.assert_frame_equal(resumed_rows, reference_rows, rtol=1e-4, atol=0, obj=name)
     a, b = (json.loads((d / "result.json").read_text()) for d in (reference, run))
     a.pop("wall_seconds"), b.pop("wall_seconds")
@@ -217,5 +232,8 @@ def test_a_mixed_bfloat16_run_trains_and_is_recorded(tmp_path):
     assert config.precision == "mixed_bfloat16" and config.setting.label() == "mixed_bfloat16, limit 160, max 1 epoch"
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
     assert model.get_layer("attention_1").compute_dtype == "bfloat16"
-    assert model.get_layer("tags").compute_dtype == "float32" and model.get_layer("attention_1").variable_dtype == "float32"
+    assert (
+        model.get_layer("tags").compute_dtype == "float32"
+        and model.get_layer("attention_1").variable_dtype == "float32"
+    )
     assert 0 < result["test"]["all"] <= 1

@@ -2,6 +2,7 @@
 
 One module per command (`add_command` registers it, its `cmd_<name>` carries it out); `_common`
 has what they share."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,9 +19,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convatt", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add_command in (params.add_command, train.add_command, evaluate.add_command, tag.add_command,
-                        inspect.add_command, results.add_tables_command, results.add_plot_command,
-                        bench.add_command):
+    for add_command in (
+        params.add_command,
+        train.add_command,
+        evaluate.add_command,
+        tag.add_command,
+        inspect.add_command,
+        results.add_tables_command,
+        results.add_plot_command,
+        bench.add_command,
+    ):
         add_command(sub)
     return parser
 
@@ -40,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print("\nconvatt: interrupted; finished epochs are kept: rerun the same command to resume",
-              file=sys.stderr)
+        print("\nconvatt: interrupted; finished epochs are kept: rerun the same command to resume", file=sys.stderr)
         return 130
     except Exception as e:  # every error ends in one line; --debug shows the traceback
         if args.debug:

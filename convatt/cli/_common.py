@@ -1,4 +1,5 @@
 """What the commands share: loading the backend quietly, option checks, one-line error messages."""
+
 from __future__ import annotations
 
 import contextlib
@@ -8,7 +9,9 @@ from pathlib import Path
 
 from convatt.errors import ConvattError
 
-EMBEDDED_DATA = Path(__file__).resolve().parent.parent / "embedded"  # = convatt.data.EMBEDDED_DATA_DIR, without importing it
+EMBEDDED_DATA = (
+    Path(__file__).resolve().parent.parent / "embedded"
+)  # = convatt.data.EMBEDDED_DATA_DIR, without importing it
 DEFAULT_DATA = {"ptb": EMBEDDED_DATA / "ptb-sample.tar.gz", "ud": EMBEDDED_DATA / "ud-2.2" / "UD_English-LinES"}
 MAX_SEED = 2**32 - 1  # NumPy's and Keras' seeds are unsigned 32-bit integers
 
@@ -91,5 +94,7 @@ def error_message(e: Exception) -> str:
         return str(e)
     if isinstance(e, OSError):
         return os_error_message(e)
-    return (f"unexpected {type(e).__name__}: {str(e)[:300]} (a bug in convatt: rerun with --debug for the "
-            "traceback and report it)")
+    return (
+        f"unexpected {type(e).__name__}: {str(e)[:300]} (a bug in convatt: rerun with --debug for the "
+        "traceback and report it)"
+    )

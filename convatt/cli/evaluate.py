@@ -1,4 +1,5 @@
 """`convatt evaluate`: a finished run's accuracies on a split."""
+
 from __future__ import annotations
 
 import sys

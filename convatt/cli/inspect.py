@@ -1,4 +1,5 @@
 """`convatt inspect`: what a finished run's attention learned."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,8 +28,8 @@ def add_command(sub) -> None:
     p.add_argument("run", help="run directory")
     p.add_argument("--out", help="where the figures and CSV go (default: RUN/inspect)")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--sentence", help="the sentence whose attention maps are drawn (tokens split "
-                                          "on whitespace)")
-    which.add_argument("--dev-index", type=int, default=0,
-                       help="... or the N-th sentence of the run's dev split (from 0; default 0)")
+    which.add_argument("--sentence", help="the sentence whose attention maps are drawn (tokens split on whitespace)")
+    which.add_argument(
+        "--dev-index", type=int, default=0, help="... or the N-th sentence of the run's dev split (from 0; default 0)"
+    )
     p.set_defaults(func=cmd_inspect)

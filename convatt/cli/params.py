@@ -1,4 +1,5 @@
 """`convatt params`: Table 1c, every variant's parameter count."""
+
 from __future__ import annotations
 
 from convatt.cli._common import DEFAULT_DATA, check_at_least, load_backend

@@ -1,4 +1,5 @@
 """`convatt tables` and `convatt plot`: the paper's tables and figures from finished runs."""
+
 from __future__ import annotations
 
 import argparse
@@ -44,9 +45,14 @@ def _report(written) -> None:
 
 
 def _add_setting_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--setting", action="append", dest="settings", metavar="SETTING",
-                   help="only the runs of this setting, as the tables mark them (e.g. keras3, mixed_bfloat16; "
-                        "paper: the paper's own); repeat for several; default: all")
+    p.add_argument(
+        "--setting",
+        action="append",
+        dest="settings",
+        metavar="SETTING",
+        help="only the runs of this setting, as the tables mark them (e.g. keras3, mixed_bfloat16; "
+        "paper: the paper's own); repeat for several; default: all",
+    )
 
 
 def add_tables_command(sub) -> None:

@@ -1,4 +1,5 @@
 """`convatt tag`: tag text with a finished run."""
+
 from __future__ import annotations
 
 import sys
@@ -15,6 +16,7 @@ def cmd_tag(args) -> None:
     stdin = sys.stdin.buffer.read() if args.input in (None, "-") else None
     blocks = read_untagged(None if stdin is not None else args.input, args.format, stdin)
     from convatt.run.storage import write_text
+
     load_backend(args.debug)
     from convatt.trained.tagging import tag_run
 
@@ -30,7 +32,11 @@ def add_command(sub) -> None:
     p.add_argument("run", help="run directory")
     p.add_argument("--input", help="file to tag (default, or -: standard input)")
     p.add_argument("--output", help="CoNLL-U file to write (default, or -: standard output)")
-    p.add_argument("--format", choices=["conllu", "text"], default="conllu",
-                   help="input format: CoNLL-U (FORM is read) or text (a sentence per line, "
-                        "tokens split on whitespace); default conllu")
+    p.add_argument(
+        "--format",
+        choices=["conllu", "text"],
+        default="conllu",
+        help="input format: CoNLL-U (FORM is read) or text (a sentence per line, "
+        "tokens split on whitespace); default conllu",
+    )
     p.set_defaults(func=cmd_tag)

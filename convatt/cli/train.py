@@ -1,4 +1,5 @@
 """`convatt train`: train and evaluate one run."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,16 +29,28 @@ def cmd_train(args) -> None:
     if args.curve_until < -1:
         raise ConvattError(f"--curve-until must be -1 (always) or at least 0, not {args.curve_until}")
     if args.embeddings and not config.pretrained_words:
-        raise ConvattError(f"--embeddings applies to the ptb preset (frozen pretrained vectors); the "
-                           f"{args.preset} preset trains its word embeddings from random, as the paper")
+        raise ConvattError(
+            f"--embeddings applies to the ptb preset (frozen pretrained vectors); the "
+            f"{args.preset} preset trains its word embeddings from random, as the paper"
+        )
     from convatt.run.schema import RunConfig
 
     run = RunConfig(
-        preset=args.preset, variant=args.variant, seed=args.seed, data=resolved(data), out=str(args.out),
-        embeddings=resolved(args.embeddings), embeddings_limit=args.embeddings_limit or None, epochs=args.epochs,
-        limit=args.limit, mask_padding=args.mask_padding, curve_every=args.curve_every,
-        curve_until=args.curve_until, jit_compile={"auto": "auto", "on": True, "off": False}[args.jit_compile],
-        protocol=_protocol(args), precision=args.precision,
+        preset=args.preset,
+        variant=args.variant,
+        seed=args.seed,
+        data=resolved(data),
+        out=str(args.out),
+        embeddings=resolved(args.embeddings),
+        embeddings_limit=args.embeddings_limit or None,
+        epochs=args.epochs,
+        limit=args.limit,
+        mask_padding=args.mask_padding,
+        curve_every=args.curve_every,
+        curve_until=args.curve_until,
+        jit_compile={"auto": "auto", "on": True, "off": False}[args.jit_compile],
+        protocol=_protocol(args),
+        precision=args.precision,
     )
     load_backend(args.debug)
     from convatt.training.trainer import train_run
@@ -56,9 +69,13 @@ def _protocol(args):
 def _add_protocol_options(p: argparse.ArgumentParser) -> None:
     from convatt.training.protocol import ORIGINAL, PROTOCOL_NAMES, Protocol
 
-    p.add_argument("--protocol", choices=PROTOCOL_NAMES, default=ORIGINAL,
-                   help="train as the paper's code (original, Keras 2.2.4) or with Keras 3's defaults "
-                        "(keras3); the options below change one item of it (ablations)")
+    p.add_argument(
+        "--protocol",
+        choices=PROTOCOL_NAMES,
+        default=ORIGINAL,
+        help="train as the paper's code (original, Keras 2.2.4) or with Keras 3's defaults "
+        "(keras3); the options below change one item of it (ablations)",
+    )
     group = p.add_argument_group("protocol items (default: the --protocol's)")
     for item in Protocol.items():
         choices = list(dict.fromkeys(item.metadata["choices"].values()))
@@ -70,23 +87,43 @@ def add_command(sub) -> None:
     p.add_argument("--preset", required=True, help="ptb or ud")
     p.add_argument("--variant", required=True, help="e.g. san-pe-add (see `convatt params`)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--data", help="PTB: directory of .mrg files; UD: one treebank directory "
-                                  "(default: the embedded PTB sample / UD_English-LinES)")
+    p.add_argument(
+        "--data",
+        help="PTB: directory of .mrg files; UD: one treebank directory "
+        "(default: the embedded PTB sample / UD_English-LinES)",
+    )
     p.add_argument("--embeddings", help="fastText vectors, .vec or .bin (PTB preset)")
-    p.add_argument("--embeddings-limit", type=int, default=option_default("embeddings_limit"),
-                   help="read the first N vectors of a .vec file, as the paper (0: all)")
-    p.add_argument("--epochs", type=int, default=option_default("epochs"),
-                   help=f"maximum epochs (early stopping, patience {option_default('patience')})")
+    p.add_argument(
+        "--embeddings-limit",
+        type=int,
+        default=option_default("embeddings_limit"),
+        help="read the first N vectors of a .vec file, as the paper (0: all)",
+    )
+    p.add_argument(
+        "--epochs",
+        type=int,
+        default=option_default("epochs"),
+        help=f"maximum epochs (early stopping, patience {option_default('patience')})",
+    )
     p.add_argument("--limit", type=int, help="use at most N sentences per split (smoke runs)")
     p.add_argument("--mask-padding", action="store_true", help="mask PAD keys in attention (not in the paper)")
-    p.add_argument("--curve-every", type=int, default=option_default("curve_every"),
-                   help="dev accuracy every N batches (Figure 2)")
-    p.add_argument("--curve-until", type=int, default=option_default("curve_until"),
-                   help="... up to this global batch (-1: always)")
+    p.add_argument(
+        "--curve-every", type=int, default=option_default("curve_every"), help="dev accuracy every N batches (Figure 2)"
+    )
+    p.add_argument(
+        "--curve-until",
+        type=int,
+        default=option_default("curve_until"),
+        help="... up to this global batch (-1: always)",
+    )
     p.add_argument("--jit-compile", choices=["auto", "on", "off"], default="auto")
-    p.add_argument("--precision", choices=precisions(), default=option_default("precision"),
-                   help="Keras dtype policy (float32: the paper's; mixed_bfloat16 is ~2x faster on CPUs with "
-                        "AVX512-BF16 and on GPUs); weights and the optimizer stay float32")
+    p.add_argument(
+        "--precision",
+        choices=precisions(),
+        default=option_default("precision"),
+        help="Keras dtype policy (float32: the paper's; mixed_bfloat16 is ~2x faster on CPUs with "
+        "AVX512-BF16 and on GPUs); weights and the optimizer stay float32",
+    )
     p.add_argument("--out", required=True, help="run directory")
     _add_protocol_options(p)
     p.set_defaults(func=cmd_train)

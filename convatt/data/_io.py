@@ -1,4 +1,5 @@
 """File helpers shared by the readers: existence checks and strict UTF-8 text."""
+
 from __future__ import annotations
 
 import gzip

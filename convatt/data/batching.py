@@ -17,10 +17,11 @@ with `few_shapes` (an XLA-compiled model: JAX, or a GPU), to one of a short
 ladder, since every new shape there costs a compilation of the training step
 (seconds each; measured on an H100 they were most of a UD run's time).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -50,8 +51,9 @@ def pack_chars(chars: np.ndarray, dedupe: bool = True, few_shapes: bool = False)
     return rows.reshape(b, k, tc), inverse.astype(np.int32).reshape(b, t)
 
 
-def make_inputs(words: np.ndarray, chars: np.ndarray, dedupe: bool = True,
-                few_shapes: bool = False) -> dict[str, np.ndarray]:
+def make_inputs(
+    words: np.ndarray, chars: np.ndarray, dedupe: bool = True, few_shapes: bool = False
+) -> dict[str, np.ndarray]:
     """The tagger's input dict for one batch of encoded sentences."""
     char_rows, char_index = pack_chars(chars, dedupe, few_shapes)
     return {"words": words.astype(np.int32), "char_rows": char_rows, "char_index": char_index}
@@ -63,10 +65,10 @@ def batch_order(n: int, batch_size: int, shuffle_seed: int | None) -> list[np.nd
     return [order[i : i + batch_size] for i in range(0, n, batch_size)]
 
 
-def iterate_batches(split, batch_size: int, shuffle_seed: int | None = None, dedupe: bool = True,
-                    few_shapes: bool = False) -> Iterator[tuple[dict, np.ndarray, np.ndarray]]:
+def iterate_batches(
+    split, batch_size: int, shuffle_seed: int | None = None, dedupe: bool = True, few_shapes: bool = False
+) -> Iterator[tuple[dict, np.ndarray, np.ndarray]]:
     """Yield (inputs, tags, sample_weight) for an EncodedSplit; weight 0 on PAD."""
     for idx in batch_order(len(split.words), batch_size, shuffle_seed):
         tags = split.tags[idx]
-        yield (make_inputs(split.words[idx], split.chars[idx], dedupe, few_shapes), tags,
-               (tags != 0).astype("float32"))
+        yield (make_inputs(split.words[idx], split.chars[idx], dedupe, few_shapes), tags, (tags != 0).astype("float32"))

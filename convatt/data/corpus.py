@@ -1,4 +1,5 @@
 """The corpus type shared by all readers (`convatt.data.load.load_corpus` picks one)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

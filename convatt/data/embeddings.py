@@ -1,4 +1,5 @@
 """Pretrained word vectors (fastText `.vec` text or `.bin` model, via gensim) -> a matrix."""
+
 from __future__ import annotations
 
 import gzip
@@ -15,7 +16,11 @@ INIT_RANGE = 0.05  # words without a vector get uniform(-0.05, 0.05) rows
 
 
 def load_word_vectors(
-    path: str | os.PathLike, vocab: Vocab, dim: int, limit: int | None = 100_000, seed: int = 0,
+    path: str | os.PathLike,
+    vocab: Vocab,
+    dim: int,
+    limit: int | None = 100_000,
+    seed: int = 0,
     random_pad_row: bool = True,
 ) -> tuple[np.ndarray, int]:
     """An embedding matrix (len(vocab), dim) float32 for `vocab`, and how many words had a vector.
@@ -38,14 +43,13 @@ def load_word_vectors(
     is_bin = path.name.endswith((".bin", ".bin.gz"))
     vectors = _load_bin(path, dim) if is_bin else _load_vec(path, dim, limit)
     found = 0
-    for i, word in enumerate(vocab.tokens[OOV_ID + 1:], start=OOV_ID + 1):
+    for i, word in enumerate(vocab.tokens[OOV_ID + 1 :], start=OOV_ID + 1):
         if word in vectors:  # .bin: any word with character n-grams
             matrix[i] = vectors[word]
             found += 1
     bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
     if bad.size:
-        raise ConvattError(f"the vector of {vocab.tokens[bad[0]]!r} holds NaN or infinite values",
-                           path)
+        raise ConvattError(f"the vector of {vocab.tokens[bad[0]]!r} holds NaN or infinite values", path)
     return matrix, found
 
 
@@ -55,11 +59,9 @@ def _load_bin(path: Path, dim: int):
     try:
         vectors = load_facebook_vectors(str(path))
     except Exception as e:  # gensim's binary reader fails in many ways on a bad file
-        raise ConvattError(f"not a readable fastText .bin model ({type(e).__name__}: {e})",
-                           path) from e
+        raise ConvattError(f"not a readable fastText .bin model ({type(e).__name__}: {e})", path) from e
     if vectors.vector_size != dim:
-        raise ConvattError(
-            f"vectors have dimension {vectors.vector_size}, the model expects {dim}", path)
+        raise ConvattError(f"vectors have dimension {vectors.vector_size}, the model expects {dim}", path)
     return vectors
 
 
@@ -77,24 +79,24 @@ def _load_vec(path: Path, dim: int, limit: int | None):
             parts = header.split()
             if len(parts) != 2 or not all(p.isdigit() for p in parts):
                 shown = header[:60].decode("utf-8", "replace").rstrip()
-                raise ConvattError(
-                    f"expected a header 'COUNT DIM' (word2vec text format), found {shown!r}",
-                    path, 1)
+                raise ConvattError(f"expected a header 'COUNT DIM' (word2vec text format), found {shown!r}", path, 1)
             count, width = int(parts[0]), int(parts[1])
             if width != dim:
-                raise ConvattError(f"vectors have dimension {width}, the model expects {dim}",
-                                   path, 1)
+                raise ConvattError(f"vectors have dimension {width}, the model expects {dim}", path, 1)
             n = count if limit is None else min(count, limit)
             for number in range(2, n + 2):
                 line = f.readline()
                 if not line:
                     raise ConvattError(
-                        f"the header announces {count} vectors but the file ends after "
-                        f"{number - 2}", path, number)
+                        f"the header announces {count} vectors but the file ends after {number - 2}", path, number
+                    )
                 if line.rstrip().count(b" ") != width:  # gensim splits rows on single spaces
                     raise ConvattError(
                         f"expected a word and {width} numbers separated by single spaces, "
-                        f"found {line.rstrip().count(b' ')} values", path, number)
+                        f"found {line.rstrip().count(b' ')} values",
+                        path,
+                        number,
+                    )
     except (OSError, EOFError) as e:
         raise ConvattError(f"cannot read vectors file: {e}", path) from e
     try:
@@ -116,4 +118,3 @@ def _first_bad_row(path: Path, n: int) -> int | None:
             except ValueError:
                 return number
     return None
-

@@ -1,4 +1,5 @@
 """Sentences -> padded, chunked NumPy arrays; the vocabularies of a run, saved as JSON."""
+
 from __future__ import annotations
 
 import json
@@ -10,12 +11,19 @@ import numpy as np
 
 from convatt.data.corpus import PRESETS, Corpus, Sentence
 from convatt.data.vocab import (
-    OOV_ID, PAD, PAD_ID, SPECIAL_TOKENS, Vocab, ambiguous_words, build_char_vocab, build_tag_vocab,
+    OOV_ID,
+    PAD,
+    PAD_ID,
+    SPECIAL_TOKENS,
+    Vocab,
+    ambiguous_words,
+    build_char_vocab,
+    build_tag_vocab,
     build_word_vocab,
 )
 from convatt.errors import ConvattError
-from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
 from convatt.model.variants import MAX_LEN, MAX_WORD_LEN
+from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
 
 PTB_WORDS = 20_000
 UD_WORD_FRACTION = 0.5
@@ -50,7 +58,7 @@ def chunk(sentence: Sentence, max_len: int) -> list[Sentence]:
     """Cut a sentence into consecutive pieces of at most `max_len` tokens (nothing dropped)."""
     if max_len < 1:
         raise ValueError(f"max_len must be >= 1, got {max_len}")
-    return [sentence[i:i + max_len] for i in range(0, len(sentence), max_len)]
+    return [sentence[i : i + max_len] for i in range(0, len(sentence), max_len)]
 
 
 def spell(word: str, chars: Vocab, max_word_len: int) -> list[int]:
@@ -60,7 +68,7 @@ def spell(word: str, chars: Vocab, max_word_len: int) -> list[int]:
 
 def encode_split(
     sentences: list[Sentence],
-    vocab: "Vocabularies",
+    vocab: Vocabularies,
     max_len: int = MAX_LEN,
     max_word_len: int = MAX_WORD_LEN,
 ) -> EncodedSplit:
@@ -77,21 +85,20 @@ def encode_split(
 
     # Work per distinct form, then gather: a corpus has far fewer forms than tokens.
     form_ids: dict[str, int] = {}
-    token_form = np.fromiter((form_ids.setdefault(w, len(form_ids)) for w in forms),
-                             dtype=np.int64, count=len(forms))
+    token_form = np.fromiter((form_ids.setdefault(w, len(form_ids)) for w in forms), dtype=np.int64, count=len(forms))
     distinct = list(form_ids)
     form_word = np.array([words.encode(w) for w in distinct] or [0], dtype=np.int32)
     form_chars = np.zeros((max(len(distinct), 1), max_word_len), dtype=np.int32)
     for i, w in enumerate(distinct):
         ids = spell(w, chars, max_word_len)
-        form_chars[i, :len(ids)] = ids
+        form_chars[i, : len(ids)] = ids
     form_ambiguous = np.array([w in vocab.ambiguous for w in distinct] or [False]) & (form_word != OOV_ID)
 
     shape = (n, max_len)
     out_words = np.zeros(shape, dtype=np.int32)
     out_chars = np.zeros(shape + (max_word_len,), dtype=np.int32)
     pad_ids = spell(vocab.pad_spelling, chars, max_word_len)
-    out_chars[:, :, :len(pad_ids)] = pad_ids  # PAD positions; real tokens are written below
+    out_chars[:, :, : len(pad_ids)] = pad_ids  # PAD positions; real tokens are written below
     out_tags = np.zeros(shape, dtype=np.int32)
     out_ambiguous = np.zeros(shape, dtype=bool)
     out_words[row_of, col_of] = form_word[token_form]
@@ -114,9 +121,12 @@ class Vocabularies:
     def save(self, path: str | os.PathLike) -> None:
         """Write the vocabularies as JSON."""
         data = {
-            "format": "convatt-vocabularies", "version": 2,
-            "words": list(self.words.tokens), "chars": list(self.chars.tokens),
-            "tags": list(self.tags.tokens), "ambiguous": sorted(self.ambiguous),
+            "format": "convatt-vocabularies",
+            "version": 2,
+            "words": list(self.words.tokens),
+            "chars": list(self.chars.tokens),
+            "tags": list(self.tags.tokens),
+            "ambiguous": sorted(self.ambiguous),
             "pad_spelling": self.pad_spelling,
         }
         from convatt.run.storage import write_atomically  # a kill never leaves half a vocab.json
@@ -125,7 +135,7 @@ class Vocabularies:
         write_atomically(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Vocabularies":
+    def load(cls, path: str | os.PathLike) -> Vocabularies:
         """Read vocabularies written by `save`."""
         path = Path(path)
         if not path.is_file():
@@ -139,17 +149,20 @@ class Vocabularies:
         except (ValueError, RecursionError) as e:  # e.g. an integer of more than 4,300 digits
             raise ConvattError(f"malformed vocabularies file: {str(e)[:100]}", path) from e
         if not isinstance(data, dict) or data.get("format") != "convatt-vocabularies":
-            raise ConvattError("not a convatt vocabularies file (no \"format\": "
-                               "\"convatt-vocabularies\")", path)
+            raise ConvattError("not a convatt vocabularies file (no \"format\": \"convatt-vocabularies\")", path)
         for key in ("words", "chars", "tags", "ambiguous"):
             if not (isinstance(data.get(key), list) and all(isinstance(t, str) for t in data[key])):
                 raise ConvattError(f"malformed vocabularies file: {key} is not a list of strings", path)
         if not isinstance(data.get("pad_spelling", ""), str):
             raise ConvattError("malformed vocabularies file: pad_spelling is not a string", path)
         try:
-            return cls(Vocab(tuple(data["words"])), Vocab(tuple(data["chars"])),
-                       Vocab(tuple(data["tags"])), frozenset(data["ambiguous"]),
-                       str(data.get("pad_spelling", "")))  # version 1 (older runs): zeros
+            return cls(
+                Vocab(tuple(data["words"])),
+                Vocab(tuple(data["chars"])),
+                Vocab(tuple(data["tags"])),
+                frozenset(data["ambiguous"]),
+                str(data.get("pad_spelling", "")),
+            )  # version 1 (older runs): zeros
         except (KeyError, TypeError, ValueError) as e:
             raise ConvattError(f"malformed vocabularies file: {e}", path) from e
 

@@ -1,4 +1,5 @@
 """`load_corpus`: the reader of a preset ("ptb" or "ud") on a path."""
+
 from __future__ import annotations
 
 import os

@@ -7,13 +7,14 @@ Split rules (see `read_ptb`):
   train wsj_0001-0139, dev wsj_0140-0169, test wsj_0170-0199 (3,068 / 433 / 413
   sentences: 78 / 11 / 11 %, the proportions of the paper's full-PTB split).
 """
+
 from __future__ import annotations
 
 import os
 import re
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from convatt.data._io import decode_text, existing_dir, line_of, read_text
 from convatt.data.corpus import Corpus, Sentence
@@ -94,8 +95,9 @@ class _TreeScanner:
 
     def close_bracket(self, offset: int) -> None:
         if not self.stack:
-            raise self.fail("unbalanced brackets: ')' without a matching '(' "
-                            "(one ')' too many here or earlier)", offset)
+            raise self.fail(
+                "unbalanced brackets: ')' without a matching '(' (one ')' too many here or earlier)", offset
+            )
         label, n_children, start = self.stack.pop()
         if n_children == 0:
             if label is None:
@@ -113,8 +115,11 @@ class _TreeScanner:
             raise self.fail(f"text {atom!r} outside any tree: expected '('", offset)
         top = self.stack[-1]
         if top[0] is not None or top[1] != 0:
-            raise self.fail(f"word {atom!r} in '({top[0] or ''} ...' is not a (TAG word) leaf: a leaf "
-                            "holds exactly one word, other brackets only subtrees", offset)
+            raise self.fail(
+                f"word {atom!r} in '({top[0] or ''} ...' is not a (TAG word) leaf: a leaf "
+                "holds exactly one word, other brackets only subtrees",
+                offset,
+            )
         top[0] = atom
 
     def sentences(self) -> list[Sentence]:
@@ -123,8 +128,11 @@ class _TreeScanner:
             hint = ""
             if self.new_tree_inside is not None:
                 hint = f"; a new tree starts at line {line_of(self.text, self.new_tree_inside)} while it is open"
-            raise self.fail(f"unbalanced brackets: the tree opened here is never closed "
-                            f"({len(self.stack)} ')' missing at the end of the file{hint})", self.stack[0][2])
+            raise self.fail(
+                f"unbalanced brackets: the tree opened here is never closed "
+                f"({len(self.stack)} ')' missing at the end of the file{hint})",
+                self.stack[0][2],
+            )
         if not self.done:
             raise ConvattError("no words: every tree holds only -NONE- leaves", self.path, 1)
         return self.done

@@ -6,12 +6,13 @@ each sentence is then parsed with `conllu`, whose exceptions are reported with
 the sentence's lines too. Multiword-token lines (ID "3-4") and empty nodes
 (ID "3.1") are skipped.
 """
+
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import conllu
 from conllu.exceptions import ParseException
@@ -43,7 +44,9 @@ def read_conllu(path: str | os.PathLike) -> list[Sentence]:
     if all(form == "_" for s in sentences for form, _ in s):
         raise ConvattError(
             "every FORM is '_': this treebank is distributed without its words "
-            "(restore them first, as its README explains)", path, 1,
+            "(restore them first, as its README explains)",
+            path,
+            1,
         )
     return sentences
 
@@ -70,11 +73,11 @@ def is_next_word(word_id: str, n_words: int, path, number: int) -> bool:
     if _OTHER_ID.fullmatch(word_id):
         return False
     if not _WORD_ID.fullmatch(word_id):
-        raise ConvattError(f"ID {word_id!r} is not a positive integer, a range like '3-4' "
-                           "or a decimal like '3.1'", path, number)
+        raise ConvattError(
+            f"ID {word_id!r} is not a positive integer, a range like '3-4' or a decimal like '3.1'", path, number
+        )
     if int(word_id) != n_words + 1:
-        raise ConvattError(f"word IDs must count 1, 2, 3, ...: expected {n_words + 1}, "
-                           f"found {word_id}", path, number)
+        raise ConvattError(f"word IDs must count 1, 2, 3, ...: expected {n_words + 1}, found {word_id}", path, number)
     return True
 
 
@@ -86,9 +89,11 @@ def _check_line(line: str, number: int, n_words: int, path) -> tuple[str, str] |
             found = "no tab: the fields seem separated by spaces, not tabs"
         else:
             found = f"found {len(fields)}"
-        raise ConvattError(f"expected {N_FIELDS} tab-separated fields "
-                           f"(ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC), {found}",
-                           path, number)
+        raise ConvattError(
+            f"expected {N_FIELDS} tab-separated fields (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC), {found}",
+            path,
+            number,
+        )
     word_id, form, upos = fields[0], fields[1], fields[3]
     if not is_next_word(word_id, n_words, path, number):
         return None
@@ -112,8 +117,7 @@ def _read_block(lines: list[str], first_line: int, path) -> Sentence | None:
             numbers.append(number)
             words.append(word)
     if not words:
-        raise ConvattError("sentence without word lines (only multiword tokens or empty nodes)",
-                           path, first_line)
+        raise ConvattError("sentence without word lines (only multiword tokens or empty nodes)", path, first_line)
     try:
         parsed = conllu.parse("\n".join(lines), fields=DEFAULT_FIELDS)
         got = [(t["form"], t["upos"]) for s in parsed for t in s if isinstance(t["id"], int)]
@@ -125,7 +129,10 @@ def _read_block(lines: list[str], first_line: int, path) -> Sentence | None:
         raise ConvattError(
             f"conllu reads FORM/UPOS {got[i] if got else None!r}, the tab-separated fields say "
             f"{words[min(i, len(words) - 1)]!r} (two consecutive spaces in a field, or a "
-            "'# global.columns' comment?)", path, numbers[min(i, len(numbers) - 1)])
+            "'# global.columns' comment?)",
+            path,
+            numbers[min(i, len(numbers) - 1)],
+        )
     return words
 
 
@@ -143,8 +150,7 @@ def _failing_line(lines: list[str], first_line: int) -> int:
 def find_split_file(treebank_dir: str | os.PathLike, split: str) -> Path:
     """The `*-ud-{split}.conllu` (or `.conllu.gz`) file of a treebank directory."""
     directory = existing_dir(treebank_dir, "treebank directory")
-    matches = sorted(directory.glob(f"*-ud-{split}.conllu")) + sorted(
-        directory.glob(f"*-ud-{split}.conllu.gz"))
+    matches = sorted(directory.glob(f"*-ud-{split}.conllu")) + sorted(directory.glob(f"*-ud-{split}.conllu.gz"))
     if len(matches) == 1:
         return matches[0]
     if matches:

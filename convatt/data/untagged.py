@@ -6,6 +6,7 @@ word lines get their tag column filled; every other line and column is written
 back byte for byte. CoNLL-U is checked line by line and parsed with `conllu`
 (as `convatt.data.ud` does), so that every error names its file and line.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,8 +59,7 @@ def read_untagged(source: str | os.PathLike | None, fmt: str, stdin_bytes: bytes
     text = decode_text(stdin_bytes or b"", STDIN) if source is None else read_text(source)
     blocks = parse_conllu(text, name) if fmt == "conllu" else parse_text(text, name)
     if not any(b.forms for b in blocks):
-        raise ConvattError(f"no sentences to tag (expected {fmt}{'' if fmt == 'text' else ' sentences'})",
-                           name, 1)
+        raise ConvattError(f"no sentences to tag (expected {fmt}{'' if fmt == 'text' else ' sentences'})", name, 1)
     return blocks
 
 
@@ -72,8 +72,9 @@ def parse_text(text: str, name: str) -> list[Block]:
             continue
         fields = line.split("\t")
         if len(fields) == N_FIELDS and _WORD_ID.fullmatch(fields[0]):
-            raise ConvattError("this line looks like CoNLL-U (10 tab-separated fields): use --format conllu",
-                               name, number)
+            raise ConvattError(
+                "this line looks like CoNLL-U (10 tab-separated fields): use --format conllu", name, number
+            )
         header = [f"# sent_id = {len(blocks) + 1}", f"# text = {' '.join(forms)}"]
         words = [f"{i}\t{form}" + "\t_" * (N_FIELDS - 2) for i, form in enumerate(forms, start=1)]
         blocks.append(Block(header + words, list(range(2, 2 + len(words))), forms, number))
@@ -90,8 +91,12 @@ def _word_form(line: str, number: int, n_words: int, name: str) -> str | None:
     fields = line.split("\t")
     if len(fields) != N_FIELDS:
         hint = " (plain text? use --format text)" if len(fields) == 1 else ""
-        raise ConvattError(f"expected {N_FIELDS} tab-separated fields (ID FORM LEMMA UPOS XPOS FEATS HEAD "
-                           f"DEPREL DEPS MISC), found {len(fields)}{hint}", name, number)
+        raise ConvattError(
+            f"expected {N_FIELDS} tab-separated fields (ID FORM LEMMA UPOS XPOS FEATS HEAD "
+            f"DEPREL DEPS MISC), found {len(fields)}{hint}",
+            name,
+            number,
+        )
     word_id, form = fields[0], fields[1]
     if not is_next_word(word_id, n_words, name, number):
         return None
@@ -110,17 +115,19 @@ def _read_block(lines: list[str], first_line: int, name: str) -> Block:
             word_lines.append(index)
             forms.append(form)
     if not forms and any(not line.startswith("#") for line in lines):
-        raise ConvattError("sentence without word lines (only multiword tokens or empty nodes)",
-                           name, first_line)
+        raise ConvattError("sentence without word lines (only multiword tokens or empty nodes)", name, first_line)
     try:
         parsed = conllu.parse("\n".join(lines), fields=DEFAULT_FIELDS)
         got = [t["form"] for s in parsed for t in s if isinstance(t["id"], int)]
     except _CONLLU_ERRORS as e:
-        raise ConvattError(f"malformed CoNLL-U line (conllu: {e})", name,
-                           _failing_line(lines, first_line)) from e
+        raise ConvattError(f"malformed CoNLL-U line (conllu: {e})", name, _failing_line(lines, first_line)) from e
     if got != forms:  # conllu also splits on two spaces, and obeys '# global.columns'
         i = next((i for i, (a, b) in enumerate(zip(got, forms)) if a != b), min(len(got), len(forms) - 1))
-        raise ConvattError(f"conllu reads FORM {got[i] if i < len(got) else None!r}, the tab-separated "
-                           f"fields say {forms[i]!r} (two consecutive spaces in a field, or a "
-                           "'# global.columns' comment?)", name, first_line + word_lines[i])
+        raise ConvattError(
+            f"conllu reads FORM {got[i] if i < len(got) else None!r}, the tab-separated "
+            f"fields say {forms[i]!r} (two consecutive spaces in a field, or a "
+            "'# global.columns' comment?)",
+            name,
+            first_line + word_lines[i],
+        )
     return Block(lines, word_lines, forms, first_line)

@@ -1,10 +1,11 @@
 """Word, character and tag vocabularies (index 0 = <PAD>, 1 = <OOV>) and ambiguous words."""
+
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from convatt.data.corpus import Sentence
 
@@ -45,7 +46,7 @@ class Vocab:
         return self._index.get(token, OOV_ID)
 
     @classmethod
-    def from_items(cls, items: Iterable[str]) -> "Vocab":
+    def from_items(cls, items: Iterable[str]) -> Vocab:
         """<PAD>, <OOV>, then `items` in the given order (duplicates dropped)."""
         return cls((PAD, OOV) + tuple(dict.fromkeys(items)))
 

@@ -2,6 +2,7 @@
 
 Attention tensors use the layout `(batch, num_heads, query_len, key_len)`.
 """
+
 from convatt.layers.alibi_bias import AlibiBias
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D

@@ -1,4 +1,5 @@
 """The base of the layers that add a per-head bias to attention scores."""
+
 from __future__ import annotations
 
 import keras

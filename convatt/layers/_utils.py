@@ -1,8 +1,10 @@
 """Private helpers shared by the layers of `convatt.layers`."""
+
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 
@@ -79,8 +81,7 @@ def check_scores_shape(
     shape = tuple(shape)
     if len(shape) != 4:
         raise ValueError(
-            f"{layer} expects attention scores of shape "
-            f"(batch, num_heads, query_len, key_len); received shape {shape}."
+            f"{layer} expects attention scores of shape (batch, num_heads, query_len, key_len); received shape {shape}."
         )
     if num_heads is not None and shape[1] is not None and shape[1] != num_heads:
         raise ValueError(f"{layer} was built for num_heads={num_heads}; received scores of shape {shape}.")

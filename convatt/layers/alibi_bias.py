@@ -1,8 +1,9 @@
 """Symmetric ALiBi attention biases (Press, Smith & Lewis, 2022)."""
+
 from __future__ import annotations
 
-import numpy as np
 import keras
+import numpy as np
 from keras import ops
 
 from convatt.layers._score_bias import ScoreBias
@@ -56,9 +57,7 @@ class AlibiBias(ScoreBias):
 
     def bias_float32(self, query_len, key_len):
         """The bias `(num_heads, query_len, key_len)`, in float32."""
-        distance = ops.abs(
-            ops.expand_dims(ops.arange(query_len), 1) - ops.expand_dims(ops.arange(key_len), 0)
-        )
+        distance = ops.abs(ops.expand_dims(ops.arange(query_len), 1) - ops.expand_dims(ops.arange(key_len), 0))
         slopes = ops.convert_to_tensor(self.slopes.reshape(-1, 1, 1), dtype="float32")
         return -slopes * ops.cast(ops.expand_dims(distance, 0), "float32")
 

@@ -1,4 +1,5 @@
 """2-d convolution over an attention matrix (Dufter et al., 2020, §2.5)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Denser attention (Kim, §3.1): every query segment attends with every key segment."""
+
 from __future__ import annotations
 
 import math
@@ -106,8 +107,11 @@ class DenserSelfAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
         self._output_dense = keras.layers.Dense(
-            self.output_dim, use_bias=self.use_bias, kernel_initializer=self.kernel_initializer,
-            dtype=self.dtype_policy, name="output_dense",
+            self.output_dim,
+            use_bias=self.use_bias,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="output_dense",
         )
 
     def build(self, input_shape):

@@ -1,4 +1,5 @@
 """Self-attention of a fixed width and any number of heads: narrowing attention (Kim, §3.2)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -98,8 +99,15 @@ class NarrowingSelfAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
         self._groups = [
-            SelfAttention(heads, head_dim, max_len=self.max_len, kernel_initializer=self.kernel_initializer,
-                          dtype=self.dtype_policy, name=f"heads_{head_dim}", **self.attention_options)
+            SelfAttention(
+                heads,
+                head_dim,
+                max_len=self.max_len,
+                kernel_initializer=self.kernel_initializer,
+                dtype=self.dtype_policy,
+                name=f"heads_{head_dim}",
+                **self.attention_options,
+            )
             for heads, head_dim in head_widths(self.output_dim, self.num_heads)
         ]
 
@@ -108,8 +116,10 @@ class NarrowingSelfAttention(keras.layers.Layer):
             group.build(input_shape)
 
     def call(self, inputs, mask=None, attention_mask=None, return_attention_scores: bool = False):
-        results = [group(inputs, mask=mask, attention_mask=attention_mask,
-                         return_attention_scores=return_attention_scores) for group in self._groups]
+        results = [
+            group(inputs, mask=mask, attention_mask=attention_mask, return_attention_scores=return_attention_scores)
+            for group in self._groups
+        ]
         if not return_attention_scores:
             return results[0] if len(results) == 1 else ops.concatenate(results, axis=-1)
         outputs, attention = zip(*results)

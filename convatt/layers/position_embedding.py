@@ -1,4 +1,5 @@
 """Learned absolute position embeddings (the paper's PE[add] / PE[con])."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Direct absolute position interactions A^p (Dufter et al., 2020, §2.3)."""
+
 from __future__ import annotations
 
 import keras

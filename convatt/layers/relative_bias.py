@@ -1,4 +1,5 @@
 """Learnable relative position biases A^r (Dufter et al., 2020, §2.3)."""
+
 from __future__ import annotations
 
 import math
@@ -9,7 +10,6 @@ from keras import ops
 
 from convatt.layers._score_bias import ScoreBias
 from convatt.layers._utils import per_head_initializer
-
 
 PARAMETERIZATIONS = ("lookup", "circulant")
 
@@ -72,8 +72,7 @@ class RelativeBias(ScoreBias):
     def __init__(self, max_len: int, num_heads: int, parameterization: str = "lookup", **kwargs):
         super().__init__(**kwargs)
         if parameterization not in PARAMETERIZATIONS:
-            raise ValueError(f"parameterization must be one of {PARAMETERIZATIONS}; "
-                             f"received {parameterization!r}.")
+            raise ValueError(f"parameterization must be one of {PARAMETERIZATIONS}; received {parameterization!r}.")
         self.max_len = int(max_len)
         self.num_heads = int(num_heads)
         self.parameterization = parameterization
@@ -113,6 +112,5 @@ class RelativeBias(ScoreBias):
 
     def get_config(self) -> dict:
         config = super().get_config()
-        config.update({"max_len": self.max_len, "num_heads": self.num_heads,
-                       "parameterization": self.parameterization})
+        config.update({"max_len": self.max_len, "num_heads": self.num_heads, "parameterization": self.parameterization})
         return config

@@ -1,4 +1,5 @@
 """Relative position representations (Shaw, Uszkoreit & Vaswani, 2018)."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """Multi-head self-attention with the modifications of Dufter et al. (2020)."""
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,11 @@ def _check_options(max_len, position_interaction, relative_bias, attention_conv,
         raise ValueError(f"attention_conv must be one of {_CONVS}; received {attention_conv!r}.")
     if conv_before_softmax and attention_conv is None:
         raise ValueError("conv_before_softmax=True needs an attention_conv ('1d' or '2d').")
-    uses = (("position_interaction", position_interaction), ("relative_bias", relative_bias),
-            ('attention_conv="1d"', attention_conv == "1d"))
+    uses = (
+        ("position_interaction", position_interaction),
+        ("relative_bias", relative_bias),
+        ('attention_conv="1d"', attention_conv == "1d"),
+    )
     needs_len = [name for name, used in uses if used]
     if needs_len and max_len is None:
         raise ValueError(f"SelfAttention needs `max_len` for {', '.join(needs_len)}.")
@@ -197,8 +201,13 @@ class SelfAttention(keras.layers.Layer):
             else None
         )
         self._relative_bias = (
-            RelativeBias(self.max_len, h, parameterization=self.relative_bias_parameterization, name="relative_bias",
-                         dtype=policy)
+            RelativeBias(
+                self.max_len,
+                h,
+                parameterization=self.relative_bias_parameterization,
+                name="relative_bias",
+                dtype=policy,
+            )
             if self.relative_bias
             else None
         )
@@ -215,17 +224,27 @@ class SelfAttention(keras.layers.Layer):
         self._alibi = AlibiBias(h, name="alibi_bias", dtype=policy) if self.alibi else None
         conv_activation = None if self.conv_before_softmax else "relu"
         if self.attention_conv == "1d":
-            self._conv = AttentionConv1D(self.max_len, h, kernel_size=self.conv_kernel_size,
-                                         activation=conv_activation, name="attention_conv", dtype=policy)
+            self._conv = AttentionConv1D(
+                self.max_len,
+                h,
+                kernel_size=self.conv_kernel_size,
+                activation=conv_activation,
+                name="attention_conv",
+                dtype=policy,
+            )
         elif self.attention_conv == "2d":
-            self._conv = AttentionConv2D(h, kernel_size=self.conv_kernel_size, activation=conv_activation,
-                                         name="attention_conv", dtype=policy)
+            self._conv = AttentionConv2D(
+                h, kernel_size=self.conv_kernel_size, activation=conv_activation, name="attention_conv", dtype=policy
+            )
         else:
             self._conv = None
         self._talking_logits, self._talking_weights = (
-            (TalkingHeadsProjection(h, name="talking_heads_logits", dtype=policy),
-             TalkingHeadsProjection(h, name="talking_heads_weights", dtype=policy))
-            if self.talking_heads else (None, None)
+            (
+                TalkingHeadsProjection(h, name="talking_heads_logits", dtype=policy),
+                TalkingHeadsProjection(h, name="talking_heads_weights", dtype=policy),
+            )
+            if self.talking_heads
+            else (None, None)
         )
 
     def build(self, input_shape):
@@ -243,12 +262,16 @@ class SelfAttention(keras.layers.Layer):
             init = per_head_initializer(self.kernel_initializer, shape, (input_dim, self.head_dim), seed_offset=offset)
             setattr(self, name, self.add_weight(name=name, shape=shape, initializer=init))
         if self.temperature:
-            self.temperature_weight = self.add_weight(
-                name="temperature", shape=(3, self.num_heads), initializer="ones"
-            )
+            self.temperature_weight = self.add_weight(name="temperature", shape=(3, self.num_heads), initializer="ones")
         scores_shape = (input_shape[0], self.num_heads, t, t)
-        for layer in (self._position_interaction, self._relative_bias, self._alibi, self._conv,
-                      self._talking_logits, self._talking_weights):
+        for layer in (
+            self._position_interaction,
+            self._relative_bias,
+            self._alibi,
+            self._conv,
+            self._talking_logits,
+            self._talking_weights,
+        ):
             if layer is not None:
                 layer.build(scores_shape)
         if self._relative_position is not None:
@@ -344,10 +367,15 @@ class SelfAttention(keras.layers.Layer):
         """The modification sublayers this layer has, by name: `position_interaction`,
         `relative_bias`, `relative_position_representation`, `alibi`, `attention_conv`,
         `talking_heads_logits`, `talking_heads_weights`."""
-        layers = {"position_interaction": self._position_interaction, "relative_bias": self._relative_bias,
-                  "relative_position_representation": self._relative_position, "alibi": self._alibi,
-                  "attention_conv": self._conv, "talking_heads_logits": self._talking_logits,
-                  "talking_heads_weights": self._talking_weights}
+        layers = {
+            "position_interaction": self._position_interaction,
+            "relative_bias": self._relative_bias,
+            "relative_position_representation": self._relative_position,
+            "alibi": self._alibi,
+            "attention_conv": self._conv,
+            "talking_heads_logits": self._talking_logits,
+            "talking_heads_weights": self._talking_weights,
+        }
         return {name: layer for name, layer in layers.items() if layer is not None}
 
     def call(self, inputs, mask=None, attention_mask=None, return_attention_scores: bool = False):

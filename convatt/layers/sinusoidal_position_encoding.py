@@ -1,8 +1,9 @@
 """Fixed sinusoidal position encodings (Vaswani et al., 2017)."""
+
 from __future__ import annotations
 
-import numpy as np
 import keras
+import numpy as np
 from keras import ops
 
 
@@ -50,9 +51,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         """`PE[:length]`, shape `(length, dim)`, in the layer's compute dtype."""
         i = np.arange(dim)
         # Column 2i and 2i+1 share the frequency 1 / max_wavelength^(2i/d).
-        inverse_freq = ops.convert_to_tensor(
-            self.max_wavelength ** (-(2 * (i // 2)) / dim), dtype="float32"
-        )
+        inverse_freq = ops.convert_to_tensor(self.max_wavelength ** (-(2 * (i // 2)) / dim), dtype="float32")
         positions = ops.cast(ops.arange(length), "float32")
         angles = ops.expand_dims(positions, 1) * ops.expand_dims(inverse_freq, 0)
         is_even = ops.convert_to_tensor(i % 2 == 0)

@@ -1,4 +1,5 @@
 """Talking-heads mixing of attention maps across heads (Shazeer et al., 2020)."""
+
 from __future__ import annotations
 
 from typing import Any

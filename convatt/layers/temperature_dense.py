@@ -1,4 +1,5 @@
 """A dense projection scaled by one learnable scalar (Dufter et al., 2020, §2.4)."""
+
 from __future__ import annotations
 
 from typing import Any

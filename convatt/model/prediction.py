@@ -1,11 +1,12 @@
 """A trained tagger's predictions on an encoded split, and their accuracies."""
+
 from __future__ import annotations
 
 import keras
 import numpy as np
 
-from convatt.data.batching import iterate_batches
 from convatt.data import EncodedSplit
+from convatt.data.batching import iterate_batches
 from convatt.training.metrics import accuracy_report
 
 
@@ -18,5 +19,4 @@ def predict_tags(model: keras.Model, split: EncodedSplit, batch_size: int = 256)
 
 def evaluate(model: keras.Model, split: EncodedSplit, tag_names, batch_size: int = 256) -> dict:
     """`accuracy_report` of the model's predictions (all / OOV / ambiguous / per tag)."""
-    return accuracy_report(predict_tags(model, split, batch_size), split.tags, split.oov, split.ambiguous,
-                           tag_names)
+    return accuracy_report(predict_tags(model, split, batch_size), split.tags, split.oov, split.ambiguous, tag_names)

@@ -20,6 +20,7 @@ Precision (`dtype_policy`): every layer gets the policy, except the output layer
 `tags`, which is float32 (its softmax and the loss see float32 probabilities);
 weights stay float32. Under "mixed_float16" the optimizer scales the loss.
 """
+
 from __future__ import annotations
 
 import keras
@@ -34,10 +35,9 @@ from convatt.layers import (
     SinusoidalPositionEncoding,
 )
 from convatt.layers.narrowing_self_attention import narrowing_num_heads
+from convatt.model.variants import PRECISIONS, TaggerConfig
 from convatt.training.optimizers import RMSpropKeras2
 from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
-from convatt.model.variants import PRECISIONS, TaggerConfig
-
 
 
 @keras.saving.register_keras_serializable(package="convatt")
@@ -75,8 +75,14 @@ def char_encoder(config: TaggerConfig, n_chars: int, char_rows, dtype_policy: st
     rows = ops.reshape(char_rows, (-1, config.max_word_len))
     x = layers.Embedding(n_chars, config.char_dim, name="char_embedding", dtype=dtype_policy)(rows)
     for i in range(config.char_layers):
-        x = layers.Conv1D(config.char_filters, config.char_kernel_size, padding="same",
-                          activation="relu", name=f"char_conv_{i + 1}", dtype=dtype_policy)(x)
+        x = layers.Conv1D(
+            config.char_filters,
+            config.char_kernel_size,
+            padding="same",
+            activation="relu",
+            name=f"char_conv_{i + 1}",
+            dtype=dtype_policy,
+        )(x)
     return ops.max(x, axis=-2)
 
 
@@ -85,12 +91,24 @@ def attention_layer(config: TaggerConfig, index: int, dtype_policy: str = "float
     spec, t, name = config.spec, config.max_len, f"attention_{index + 1}"
     head_dim = config.d_model // config.num_heads
     if spec.attention == "denser":
-        return DenserSelfAttention(config.num_heads, head_dim, segments=config.denser_segments,
-                                   output_dim=config.d_model, kernel_initializer=config.attention_initializer,
-                                   name=name, dtype=dtype_policy)
+        return DenserSelfAttention(
+            config.num_heads,
+            head_dim,
+            segments=config.denser_segments,
+            output_dim=config.d_model,
+            kernel_initializer=config.attention_initializer,
+            name=name,
+            dtype=dtype_policy,
+        )
     if spec.attention == "narrowing":
-        return NarrowingSelfAttention(config.d_model, narrowing_num_heads(config.num_heads, index), max_len=t,
-                                      kernel_initializer=config.attention_initializer, name=name, dtype=dtype_policy)
+        return NarrowingSelfAttention(
+            config.d_model,
+            narrowing_num_heads(config.num_heads, index),
+            max_len=t,
+            kernel_initializer=config.attention_initializer,
+            name=name,
+            dtype=dtype_policy,
+        )
     first = index == 0
     return SelfAttention(
         num_heads=config.num_heads,
@@ -111,9 +129,16 @@ def attention_layer(config: TaggerConfig, index: int, dtype_policy: str = "float
     )
 
 
-def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int,
-                 word_vectors: np.ndarray | None = None, jit_compile: bool | str = "auto",
-                 protocol: Protocol = DEFAULT_PROTOCOL, dtype_policy: str = "float32") -> keras.Model:
+def build_tagger(
+    config: TaggerConfig,
+    n_words: int,
+    n_chars: int,
+    n_labels: int,
+    word_vectors: np.ndarray | None = None,
+    jit_compile: bool | str = "auto",
+    protocol: Protocol = DEFAULT_PROTOCOL,
+    dtype_policy: str = "float32",
+) -> keras.Model:
     """Build and compile the tagger of one variant.
 
     Args:
@@ -138,8 +163,9 @@ def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int
     char_rows = keras.Input((None, tc), dtype="int32", name="char_rows")
     char_index = keras.Input((t,), dtype="int32", name="char_index")
 
-    word_embedding = layers.Embedding(n_words, config.word_dim, trainable=not config.pretrained_words,
-                                      name="word_embedding", dtype=policy)
+    word_embedding = layers.Embedding(
+        n_words, config.word_dim, trainable=not config.pretrained_words, name="word_embedding", dtype=policy
+    )
     x = with_positions(config, word_embedding(words), policy)
     char_features = char_encoder(config, n_chars, char_rows, policy)
     chars = GatherCharFeatures(name="char_features", dtype=policy)(char_features, char_index)
@@ -151,8 +177,11 @@ def build_tagger(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int
     # float32 whatever the policy: the softmax and the loss need float32 probabilities
     # (a small matmul, ~1% of a step's FLOPs).
     tags = layers.Dense(n_labels, activation="softmax", name="tags", dtype="float32")(out)
-    model = keras.Model({"words": words, "char_rows": char_rows, "char_index": char_index}, tags,
-                        name=f"tagger_{config.variant.replace('-', '_')}")
+    model = keras.Model(
+        {"words": words, "char_rows": char_rows, "char_index": char_index},
+        tags,
+        name=f"tagger_{config.variant.replace('-', '_')}",
+    )
     if word_vectors is not None:
         if word_vectors.shape != (n_words, config.word_dim):
             raise ValueError(f"word_vectors has shape {word_vectors.shape}, expected {(n_words, config.word_dim)}")
@@ -187,8 +216,7 @@ def attention_stack(config: TaggerConfig, h, attention_mask=None, dtype_policy: 
     return h
 
 
-def compile_tagger(model: keras.Model, jit_compile: bool | str = "auto",
-                   protocol: Protocol = DEFAULT_PROTOCOL) -> None:
+def compile_tagger(model: keras.Model, jit_compile: bool | str = "auto", protocol: Protocol = DEFAULT_PROTOCOL) -> None:
     """RMSprop (lr 0.001, rho 0.9, eps 1e-7) and cross-entropy weighted 0 on PAD (REFERENCE.md).
 
     The original protocol: Keras 2.2.4's RMSprop update, and the weighted loss divided

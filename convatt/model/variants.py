@@ -1,4 +1,5 @@
 """The named model variants of the paper (Table 2) and the two presets (Table 1b)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,8 +51,13 @@ VARIANTS: dict[str, Variant] = {
         Variant("san-sin-add", "SAN+Sin[add]", position_embedding="sin-add"),
         Variant("san-alibi", "SAN+ALiBi", alibi=True),
         # Beyond the paper (issue 16): other ways to process the attention matrix.
-        Variant("san-pe-add-conv2d-pre", "SAN+PE[add]+Conv2d[pre]", position_embedding="add",
-                attention_conv="2d", conv_before_softmax=True),
+        Variant(
+            "san-pe-add-conv2d-pre",
+            "SAN+PE[add]+Conv2d[pre]",
+            position_embedding="add",
+            attention_conv="2d",
+            conv_before_softmax=True,
+        ),
         Variant("san-pe-add-talking", "SAN+PE[add]+Talking", position_embedding="add", talking_heads=True),
         Variant("san-pe-add-denser", "SAN+PE[add]+Denser", position_embedding="add", attention="denser"),
         Variant("san-denser", "SAN+Denser", attention="denser"),  # as in Kim's study: no positions
@@ -60,14 +66,26 @@ VARIANTS: dict[str, Variant] = {
 }
 
 PAPER_VARIANTS = [
-    "san", "san-pe-con", "san-pe-add", "san-p", "san-r", "san-p-r",
-    "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d",
+    "san",
+    "san-pe-con",
+    "san-pe-add",
+    "san-p",
+    "san-r",
+    "san-p-r",
+    "san-pe-add-temp",
+    "san-pe-add-conv",
+    "san-pe-add-conv2d",
 ]
 UD_VARIANTS = ["san-pe-add", "san-p-r", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d"]
 POSITION_VARIANTS = ["san-pe-add", "san-p-r", "san-shaw", "san-sin-add", "san-alibi"]
 ATTENTION_VARIANTS = [
-    "san-pe-add", "san-pe-add-conv2d", "san-pe-add-conv2d-pre", "san-pe-add-talking",
-    "san-pe-add-denser", "san-denser", "san-pe-add-narrowing",
+    "san-pe-add",
+    "san-pe-add-conv2d",
+    "san-pe-add-conv2d-pre",
+    "san-pe-add-talking",
+    "san-pe-add-denser",
+    "san-denser",
+    "san-pe-add-narrowing",
 ]
 
 
@@ -106,7 +124,7 @@ class TaggerConfig:
         pe = self.pe_con_dim if self.spec.position_embedding == "con" else 0
         return self.word_dim + pe + self.char_filters
 
-    def replace(self, **changes) -> "TaggerConfig":
+    def replace(self, **changes) -> TaggerConfig:
         return dataclasses.replace(self, **changes)
 
 

@@ -29,6 +29,7 @@ seed reached a fraction are left out of that mean; `_n` sums the seeds).
     run_efficiency(runs, histories, curves)   one row per run
     ptb_efficiency_table(...), ud_efficiency_tables(...)   the `Table`s of `make tables`
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from convatt.results.markdown import Table, markdown_table, page
 from convatt.results.frames import in_model_order, label_of
+from convatt.results.markdown import Table, markdown_table, page
 from convatt.results.stats import STD_DDOF, nanmean, seed_stats
 
 REFERENCE_VARIANT = "san-pe-add"
@@ -51,6 +52,7 @@ RUN_IDENTITY = ["preset", "corpus", "treebank", "setting", "mask_padding", "vari
 
 
 # ---------------------------------------------------------------- one curve
+
 
 def first_reaching(x: np.ndarray, y: np.ndarray, threshold: float) -> float:
     """The first x whose y is at least `threshold` (less TOLERANCE), NaN if none is."""
@@ -73,6 +75,7 @@ def curve_area(steps: np.ndarray, accuracy: np.ndarray, until: int = AUC_STEPS) 
 
 # ---------------------------------------------------------------- per run
 
+
 def _one_run(run, reference: float, history: pd.DataFrame | None, curve: pd.DataFrame | None) -> dict:
     """The measures of one run (a row of `load_runs`), accuracies in percent."""
     row = {k: getattr(run, k) for k in RUN_IDENTITY}
@@ -80,10 +83,16 @@ def _one_run(run, reference: float, history: pd.DataFrame | None, curve: pd.Data
     row["best_dev"] = math.nan if history is None else 100 * float(history["dev_accuracy"].max())
     for p, f in zip(PERCENTS, FRACTIONS):
         target = f * reference  # NaN without a reference: never reached
-        row[f"batches_{p}"] = math.nan if curve is None else first_reaching(
-            curve["step"].to_numpy(), curve["dev_accuracy"].to_numpy(), target)
-        row[f"epochs_{p}"] = math.nan if history is None else first_reaching(
-            history["epoch"].to_numpy(), history["dev_accuracy"].to_numpy(), target)
+        row[f"batches_{p}"] = (
+            math.nan
+            if curve is None
+            else first_reaching(curve["step"].to_numpy(), curve["dev_accuracy"].to_numpy(), target)
+        )
+        row[f"epochs_{p}"] = (
+            math.nan
+            if history is None
+            else first_reaching(history["epoch"].to_numpy(), history["dev_accuracy"].to_numpy(), target)
+        )
     auc, until = (math.nan, math.nan) if curve is None else curve_area(*held_curve(run, history, curve))
     row.update(auc=100 * auc, auc_until=until, has_curve=curve is not None)
     return row
@@ -121,11 +130,18 @@ def run_efficiency(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd.DataF
     curve_of = dict(tuple(curves.groupby("run_dir"))) if not curves.empty else {}
     best = {run_dir: float(h["dev_accuracy"].max()) for run_dir, h in history_of.items()}
     is_reference = runs["variant"] == REFERENCE_VARIANT
-    reference = {tuple(r[k] for k in SAME_DATA): best.get(r["run_dir"], math.nan)
-                 for _, r in runs[is_reference].iterrows()}
-    rows = [_one_run(run, reference.get(tuple(getattr(run, k) for k in SAME_DATA), math.nan),
-                     history_of.get(run.run_dir), curve_of.get(run.run_dir))
-            for run in runs.itertuples(index=False)]
+    reference = {
+        tuple(r[k] for k in SAME_DATA): best.get(r["run_dir"], math.nan) for _, r in runs[is_reference].iterrows()
+    }
+    rows = [
+        _one_run(
+            run,
+            reference.get(tuple(getattr(run, k) for k in SAME_DATA), math.nan),
+            history_of.get(run.run_dir),
+            curve_of.get(run.run_dir),
+        )
+        for run in runs.itertuples(index=False)
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -136,14 +152,19 @@ def _known(value, default: float) -> float:
 
 # ---------------------------------------------------------------- over seeds, over treebanks
 
+
 def over_seeds(per_run: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per group of `by` (plus the model): seeds, the reference, and per measure its mean, std,
     `_n` (seeds that reached it) and `_of` (seeds that could: `could_have`)."""
     rows = []
     for key, group in per_run.groupby(by + ["setting", "variant"], sort=False, dropna=False):
         row = dict(zip(by + ["setting", "variant"], key))
-        row.update(mask_padding=bool(group["mask_padding"].iloc[0]), model=group["model"].iloc[0],
-                   n_seeds=len(group), reference_best=nanmean(group["reference_best"]))
+        row.update(
+            mask_padding=bool(group["mask_padding"].iloc[0]),
+            model=group["model"].iloc[0],
+            n_seeds=len(group),
+            reference_best=nanmean(group["reference_best"]),
+        )
         for m in MEASURES:
             row[m], row[f"{m}_std"], row[f"{m}_n"] = seed_stats(group[m])
             row[f"{m}_of"] = int(could_have(m, group).sum())
@@ -156,12 +177,24 @@ def over_treebanks(per_treebank: pd.DataFrame) -> pd.DataFrame:
     """Per model, as Table 2c: the mean over treebanks of the per-treebank means and stds; counts summed."""
     rows = []
     for (setting, variant), group in per_treebank.groupby(["setting", "variant"], sort=False):
-        row = {"setting": setting, "variant": variant, "mask_padding": bool(group["mask_padding"].iloc[0]),
-               "model": group["model"].iloc[0], "n_treebanks": len(group), "n_seeds": int(group["n_seeds"].sum()),
-               "reference_best": nanmean(group["reference_best"])}
+        row = {
+            "setting": setting,
+            "variant": variant,
+            "mask_padding": bool(group["mask_padding"].iloc[0]),
+            "model": group["model"].iloc[0],
+            "n_treebanks": len(group),
+            "n_seeds": int(group["n_seeds"].sum()),
+            "reference_best": nanmean(group["reference_best"]),
+        }
         for m in MEASURES:
-            row.update({m: nanmean(group[m]), f"{m}_std": nanmean(group[f"{m}_std"]),
-                        f"{m}_n": int(group[f"{m}_n"].sum()), f"{m}_of": int(group[f"{m}_of"].sum())})
+            row.update(
+                {
+                    m: nanmean(group[m]),
+                    f"{m}_std": nanmean(group[f"{m}_std"]),
+                    f"{m}_n": int(group[f"{m}_n"].sum()),
+                    f"{m}_of": int(group[f"{m}_of"].sum()),
+                }
+            )
         row["auc_until"] = float(group["auc_until"].min())
         rows.append(row)
     return in_model_order(pd.DataFrame(rows), [])
@@ -169,8 +202,9 @@ def over_treebanks(per_treebank: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- rendering
 
+
 def _measure_cell(row, m: str, decimals: int) -> str:
-    """"12.3 ± 1.2"; "12.3 ± 1.2 (2/3)" when not every seed reached it; "— (0/3)" when none did;
+    """ "12.3 ± 1.2"; "12.3 ± 1.2 (2/3)" when not every seed reached it; "— (0/3)" when none did;
     "–" when no seed could (no reference run, no curve)."""
     total = int(row[f"{m}_of"])
     if total == 0:
@@ -185,32 +219,44 @@ def _measure_cell(row, m: str, decimals: int) -> str:
 
 
 def _markdown_rows(frame: pd.DataFrame, lead: list[str]) -> list[list[str]]:
-    return [[str(r[c]) for c in lead] + [str(r["n_seeds"])]
-            + [_measure_cell(r, m, 0 if m.startswith("batches") else 2 if m == "auc" else 1) for m in MEASURES]
-            for _, r in frame.iterrows()]
+    return [
+        [str(r[c]) for c in lead]
+        + [str(r["n_seeds"])]
+        + [_measure_cell(r, m, 0 if m.startswith("batches") else 2 if m == "auc" else 1) for m in MEASURES]
+        for _, r in frame.iterrows()
+    ]
 
 
 def _header(lead: list[str], seeds: str = "Seeds") -> list[str]:
-    return (lead + [seeds] + [f"Batches to {p}%" for p in PERCENTS] + [f"Epochs to {p}%" for p in PERCENTS]
-            + [f"Dev acc., first {AUC_STEPS:,} batches"])
+    return (
+        lead
+        + [seeds]
+        + [f"Batches to {p}%" for p in PERCENTS]
+        + [f"Epochs to {p}%" for p in PERCENTS]
+        + [f"Dev acc., first {AUC_STEPS:,} batches"]
+    )
 
 
-INTRO = (f"Batches (curve.csv) and epochs (history.csv) until dev accuracy first reaches 90%, 95% and 99% "
-         f"of the best dev accuracy of {label_of(REFERENCE_VARIANT)} on the same corpus, setting and seed; "
-         f"and the mean dev accuracy (%) over the first {AUC_STEPS:,} batches (trapezoid area under the "
-         f"curve / batches spanned; a run that stopped before batch {AUC_STEPS:,} counts at the dev accuracy "
-         f"of the epoch it keeps from its last curve point on). Mean ± standard deviation over seeds "
-         f"(ddof={STD_DDOF}) that reached "
-         "it; (k/n): only k of the n seeds reached it; —: none did. Batches are counted as far as curve.csv "
-         f"goes (`--curve-until`, {AUC_STEPS:,} by default).")
+INTRO = (
+    f"Batches (curve.csv) and epochs (history.csv) until dev accuracy first reaches 90%, 95% and 99% "
+    f"of the best dev accuracy of {label_of(REFERENCE_VARIANT)} on the same corpus, setting and seed; "
+    f"and the mean dev accuracy (%) over the first {AUC_STEPS:,} batches (trapezoid area under the "
+    f"curve / batches spanned; a run that stopped before batch {AUC_STEPS:,} counts at the dev accuracy "
+    f"of the epoch it keeps from its last curve point on). Mean ± standard deviation over seeds "
+    f"(ddof={STD_DDOF}) that reached "
+    "it; (k/n): only k of the n seeds reached it; —: none did. Batches are counted as far as curve.csv "
+    f"goes (`--curve-until`, {AUC_STEPS:,} by default)."
+)
 
 
 def _notes(per_run: pd.DataFrame) -> list[str]:
     missing = per_run["reference_best"].isna()
     if not missing.any():
         return []
-    return [f"{int(missing.sum())} of {len(per_run)} runs have no {label_of(REFERENCE_VARIANT)} run "
-            "of the same corpus, setting and seed: no fractions for them (–)."]
+    return [
+        f"{int(missing.sum())} of {len(per_run)} runs have no {label_of(REFERENCE_VARIANT)} run "
+        "of the same corpus, setting and seed: no fractions for them (–)."
+    ]
 
 
 def ptb_efficiency_table(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd.DataFrame) -> Table:
@@ -219,8 +265,9 @@ def ptb_efficiency_table(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd
     per_run = run_efficiency(ptb, histories, curves)
     frame = over_seeds(per_run, ["corpus"])
     title, notes = "Learning efficiency on PTB", _notes(per_run)
-    markdown = page(title, INTRO, notes, markdown_table(_header(["Corpus", "Model"]),
-                                                        _markdown_rows(frame, ["corpus", "model"])))
+    markdown = page(
+        title, INTRO, notes, markdown_table(_header(["Corpus", "Model"]), _markdown_rows(frame, ["corpus", "model"]))
+    )
     return Table("efficiency_ptb", title, frame, markdown, notes)
 
 
@@ -238,5 +285,7 @@ def ud_efficiency_tables(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd
     macro_table = Table("efficiency_ud", title, macro, markdown, notes)
     title = "Learning efficiency on UD, per treebank"
     per_tb_md = markdown_table(_header(["Treebank", "Model"]), _markdown_rows(per_treebank, ["treebank", "model"]))
-    return [macro_table, Table("efficiency_ud_per_treebank", title, per_treebank,
-                               page(title, INTRO, notes, per_tb_md), notes)]
+    return [
+        macro_table,
+        Table("efficiency_ud_per_treebank", title, per_treebank, page(title, INTRO, notes, per_tb_md), notes),
+    ]

@@ -14,6 +14,7 @@ Every file is checked (`convatt.run.reading`): a damaged run is left out of all 
 with a `RunWarning` naming the file and what is wrong, so the tables and the plots
 always cover the same runs.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,23 +23,45 @@ from pathlib import Path
 
 import pandas as pd
 
-from convatt.errors import ConvattError
 from convatt.data.ud import treebank_key
-from convatt.run.reading import DamagedRunError, FinishedRun, RunWarning, read_run
+from convatt.errors import ConvattError
 from convatt.model.variants import VARIANTS
+from convatt.run.reading import DamagedRunError, FinishedRun, RunWarning, read_run
 
 METRICS = ("all", "oov", "ambiguous")
 SPLITS = ("dev", "test")
 # What a run is: the columns histories and curves carry too. `setting` is `Setting.label()`;
 # `mask_padding` and `protocol` come from the Setting itself.
-IDENTITY_COLUMNS = ["run_dir", "preset", "corpus", "treebank", "variant", "label", "model", "seed",
-                    "mask_padding", "setting", "protocol"]
-RESULT_DETAILS = ["parameters", "epochs_run", "best_epoch", "wall_seconds", "backend", "convatt_version",
-                  "source_commit", "machine"]
-RUN_COLUMNS = (IDENTITY_COLUMNS + ["is_sample", "corpus_note", "embeddings", "limit", "max_epochs",
-                                   "curve_every", "curve_until"]
-               + [f"{split}_{m}" for split in SPLITS for m in METRICS]
-               + [f"{split}_n_{m}" for split in SPLITS for m in METRICS] + RESULT_DETAILS)
+IDENTITY_COLUMNS = [
+    "run_dir",
+    "preset",
+    "corpus",
+    "treebank",
+    "variant",
+    "label",
+    "model",
+    "seed",
+    "mask_padding",
+    "setting",
+    "protocol",
+]
+RESULT_DETAILS = [
+    "parameters",
+    "epochs_run",
+    "best_epoch",
+    "wall_seconds",
+    "backend",
+    "convatt_version",
+    "source_commit",
+    "machine",
+]
+RUN_COLUMNS = (
+    IDENTITY_COLUMNS
+    + ["is_sample", "corpus_note", "embeddings", "limit", "max_epochs", "curve_every", "curve_until"]
+    + [f"{split}_{m}" for split in SPLITS for m in METRICS]
+    + [f"{split}_n_{m}" for split in SPLITS for m in METRICS]
+    + RESULT_DETAILS
+)
 # Runs that repeat one of these are counted once.
 RUN_KEY = ["preset", "corpus", "variant", "setting", "seed"]
 
@@ -67,14 +90,24 @@ def _row(run: FinishedRun) -> dict:
     result, config = run.result, run.config
     label = result.label or label_of(result.variant)
     row = {
-        "run_dir": str(run.run_dir), "preset": result.preset, "corpus": result.corpus,
+        "run_dir": str(run.run_dir),
+        "preset": result.preset,
+        "corpus": result.corpus,
         "treebank": treebank_key(result.corpus) if result.preset == "ud" else None,
-        "variant": result.variant, "label": label, "model": model_name(label, run.setting.label()),
-        "seed": result.seed, "mask_padding": run.setting.mask_padding, "setting": run.setting.label(),
-        "protocol": run.setting.protocol, "is_sample": result.is_sample, "corpus_note": result.corpus_note,
-        "embeddings": config.embeddings if config else None, "limit": config.limit if config else None,
+        "variant": result.variant,
+        "label": label,
+        "model": model_name(label, run.setting.label()),
+        "seed": result.seed,
+        "mask_padding": run.setting.mask_padding,
+        "setting": run.setting.label(),
+        "protocol": run.setting.protocol,
+        "is_sample": result.is_sample,
+        "corpus_note": result.corpus_note,
+        "embeddings": config.embeddings if config else None,
+        "limit": config.limit if config else None,
         "max_epochs": config.epochs if config else None,
-        "curve_every": config.curve_every if config else None, "curve_until": config.curve_until if config else None,
+        "curve_every": config.curve_every if config else None,
+        "curve_until": config.curve_until if config else None,
     }
     for split in SPLITS:
         scores = getattr(result, split)
@@ -106,8 +139,12 @@ def load_runs(root: Path) -> pd.DataFrame:
     repeated = frame.duplicated(RUN_KEY, keep="first")
     if repeated.any():
         paths = ", ".join(frame.loc[repeated, "run_dir"])
-        warnings.warn(f"{int(repeated.sum())} runs repeat another run's preset, corpus, variant, setting and "
-                      f"seed and are left out: {paths}", RunWarning, stacklevel=2)
+        warnings.warn(
+            f"{int(repeated.sum())} runs repeat another run's preset, corpus, variant, setting and "
+            f"seed and are left out: {paths}",
+            RunWarning,
+            stacklevel=2,
+        )
     return frame.loc[~repeated].reset_index(drop=True)
 
 
@@ -122,8 +159,9 @@ def _load_records(root: Path, runs: pd.DataFrame | None, which: str) -> pd.DataF
             warnings.warn(f"left out a damaged run: {e}", RunWarning, stacklevel=3)
             continue
         if not record.empty:
-            frames.append(record.assign(**{k: row[k] for k in IDENTITY_COLUMNS})[
-                IDENTITY_COLUMNS + list(record.columns)])
+            frames.append(
+                record.assign(**{k: row[k] for k in IDENTITY_COLUMNS})[IDENTITY_COLUMNS + list(record.columns)]
+            )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=IDENTITY_COLUMNS)
 
 
@@ -167,8 +205,11 @@ def only_settings(frame: pd.DataFrame, settings: list[str] | None, runs: Path | 
     kept = frame[frame["setting"].isin(wanted)]
     if kept.empty:
         there = sorted({s or PAPER_SETTING for s in frame["setting"]})
-        raise ConvattError(f"no finished run of the setting(s) {', '.join(map(repr, settings))}; the runs here "
-                           f"have {', '.join(map(repr, there))}", runs)
+        raise ConvattError(
+            f"no finished run of the setting(s) {', '.join(map(repr, settings))}; the runs here "
+            f"have {', '.join(map(repr, there))}",
+            runs,
+        )
     return kept
 
 

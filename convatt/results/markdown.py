@@ -3,6 +3,7 @@
 Numbers are computed first, as data frames (`convatt.results.tables`, `convatt.results.efficiency`);
 this module only turns them into text.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

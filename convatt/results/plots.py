@@ -18,6 +18,7 @@ notebook shows them inline.
     figure2(curves)                  Figure 2: PTB left, UD right
     write_plots(root, out)           the PNG and PDF files (`make plots`)
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,17 +30,34 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from convatt.errors import ConvattError
-from convatt.results.frames import load_curves, load_histories, load_runs_to_report, model_order
-from convatt.run.storage import write_atomically
-from convatt.results.tables import Written
 from convatt.model.variants import VARIANTS
+from convatt.results.frames import load_curves, load_histories, load_runs_to_report, model_order
+from convatt.results.tables import Written
+from convatt.run.storage import write_atomically
 
 BANDS = ("minmax", "std")
 PRESET_NAMES = {"ptb": "PTB", "ud": "UD"}
 # One fixed colour per variant, the same in every figure (tab10, two more, then five of tab20b
 # for issue 16's attention variants).
-_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-            "#bcbd22", "#17becf", "#000000", "#b8860b", "#393b79", "#e7ba52", "#637939", "#843c39", "#7b4173"]
+_PALETTE = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#000000",
+    "#b8860b",
+    "#393b79",
+    "#e7ba52",
+    "#637939",
+    "#843c39",
+    "#7b4173",
+]
 COLORS = {v: _PALETTE[i % len(_PALETTE)] for i, v in enumerate(VARIANTS)}
 
 
@@ -65,12 +83,16 @@ def aggregate(frame: pd.DataFrame, x: str, y: str = "dev_accuracy", band: str = 
     if frame.empty:
         return pd.DataFrame(columns=columns)
     frame = frame.assign(series=_series(frame), value=100 * frame[y].astype(float))
-    per_corpus = (frame.groupby(["series", "variant", "setting", "corpus", x])["value"]
-                  .agg(mean="mean", lo="min", hi="max", std=lambda v: float(np.std(v, ddof=0)), n_runs="size")
-                  .reset_index())
+    per_corpus = (
+        frame.groupby(["series", "variant", "setting", "corpus", x])["value"]
+        .agg(mean="mean", lo="min", hi="max", std=lambda v: float(np.std(v, ddof=0)), n_runs="size")
+        .reset_index()
+    )
     runs_per_corpus = frame.groupby(["series", "corpus"])["run_dir"].nunique()
-    every_run = per_corpus["n_runs"].to_numpy() == runs_per_corpus.loc[
-        list(zip(per_corpus["series"], per_corpus["corpus"]))].to_numpy()
+    every_run = (
+        per_corpus["n_runs"].to_numpy()
+        == runs_per_corpus.loc[list(zip(per_corpus["series"], per_corpus["corpus"]))].to_numpy()
+    )
     per_corpus = per_corpus[every_run]
     if band == "std":
         per_corpus["lo"] = per_corpus["mean"] - per_corpus["std"]
@@ -78,10 +100,17 @@ def aggregate(frame: pd.DataFrame, x: str, y: str = "dev_accuracy", band: str = 
     n_corpora = per_corpus.groupby("series")["corpus"].transform("nunique")
     per_x = per_corpus.groupby(["series", x])["corpus"].transform("nunique")
     common = per_corpus[per_x == n_corpora]
-    out = (common.groupby(["series", "variant", "setting", x])
-           .agg(mean=("mean", "mean"), lo=("lo", "mean"), hi=("hi", "mean"), n_runs=("n_runs", "sum"),
-                n_corpora=("corpus", "nunique"))
-           .reset_index())
+    out = (
+        common.groupby(["series", "variant", "setting", x])
+        .agg(
+            mean=("mean", "mean"),
+            lo=("lo", "mean"),
+            hi=("hi", "mean"),
+            n_runs=("n_runs", "sum"),
+            n_corpora=("corpus", "nunique"),
+        )
+        .reset_index()
+    )
     return out[columns].sort_values(["series", x]).reset_index(drop=True)
 
 
@@ -93,8 +122,16 @@ def _draw(ax: Axes, agg: pd.DataFrame, x: str) -> None:
         rows = agg[agg["series"] == key.series]
         color = COLORS.get(key.variant, "#555555")
         style = "--" if key.setting else "-"
-        ax.plot(rows[x], rows["mean"], style, color=color, label=key.series, linewidth=1.5,
-                marker="o" if len(rows) < 12 else None, markersize=3)
+        ax.plot(
+            rows[x],
+            rows["mean"],
+            style,
+            color=color,
+            label=key.series,
+            linewidth=1.5,
+            marker="o" if len(rows) < 12 else None,
+            markersize=3,
+        )
         ax.fill_between(rows[x], rows["lo"], rows["hi"], color=color, alpha=0.15, linewidth=0)
 
 
@@ -146,8 +183,13 @@ def plot_epochs(histories: pd.DataFrame, preset: str = "ptb", band: str = "minma
     return fig
 
 
-def plot_steps(curves: pd.DataFrame, preset: str = "ptb", band: str = "minmax", ax: Axes | None = None,
-               runs: pd.DataFrame | None = None):
+def plot_steps(
+    curves: pd.DataFrame,
+    preset: str = "ptb",
+    band: str = "minmax",
+    ax: Axes | None = None,
+    runs: pd.DataFrame | None = None,
+):
     """One panel of Figure 2: dev accuracy every 100 training batches (the first ones).
 
     `runs` (`load_runs`), if given, lets an empty panel tell "no finished runs" from
@@ -158,8 +200,10 @@ def plot_steps(curves: pd.DataFrame, preset: str = "ptb", band: str = "minmax", 
     name = PRESET_NAMES.get(preset, preset)
     missing = ""
     if runs is not None and (runs["preset"] == preset).any():
-        missing = (f"no {name} run has a dev curve\n(curve.csv gets a point every --curve-every batches;\n"
-                   "shorter runs have none)")
+        missing = (
+            f"no {name} run has a dev curve\n(curve.csv gets a point every --curve-every batches;\n"
+            "shorter runs have none)"
+        )
     _panel(ax, curves, preset, "step", band, "training batches", missing)
     return fig if fig is not None else ax.figure
 
@@ -200,6 +244,8 @@ def write_plots(runs: Path, out: Path, band: str = "minmax", settings: list[str]
     if not curves.empty:
         written.paths += save(figure2(curves, band, frame), out / "figure2_dev_by_step")
     else:
-        written.notes.append("no finished run has a dev curve (curve.csv gets a point every --curve-every = 100 "
-                             "batches by default; shorter runs have none), so Figure 2 was not drawn")
+        written.notes.append(
+            "no finished run has a dev curve (curve.csv gets a point every --curve-every = 100 "
+            "batches by default; shorter runs have none), so Figure 2 was not drawn"
+        )
     return written

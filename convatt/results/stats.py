@@ -4,10 +4,11 @@ Over seeds: the mean and the standard deviation (numpy's default, ddof=0, the sp
 of the seeds themselves; NaN below two seeds). Missing values (a metric over no
 tokens) are left out of a mean.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -31,7 +32,7 @@ def nanmean(values: Iterable) -> float:
 
 
 def range_text(values: Iterable) -> str:
-    """"3" when all values are 3, "2-3" otherwise (e.g. seeds per treebank)."""
+    """ "3" when all values are 3, "2-3" otherwise (e.g. seeds per treebank)."""
     values = [int(v) for v in values]
     lo, hi = min(values), max(values)
     return str(lo) if lo == hi else f"{lo}-{hi}"

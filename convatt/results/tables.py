@@ -14,6 +14,7 @@ standard deviation over seeds, then the mean over treebanks of both ("subscript 
 average standard deviation"). A metric with no tokens (no OOV token, say) is null in
 result.json and left out of its means.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,16 +23,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from convatt.results import efficiency
-from convatt.results import protocol_comparison
+from convatt.model.variants import PAPER_VARIANTS, UD_VARIANTS
+from convatt.results import efficiency, protocol_comparison
 from convatt.results import summary as run_summary
+from convatt.results.frames import (
+    METRICS,
+    label_of,
+    load_curves,
+    load_histories,
+    load_runs_to_report,
+    model_name,
+    model_order,
+)
 from convatt.results.markdown import Table, fmt, markdown_table, page
 from convatt.results.paper import N_PAPER_TREEBANKS, OUR_LABELS, PAPER_EPOCHS, PAPER_SEEDS, paper_table, paper_table2d
-from convatt.run.storage import write_text
-from convatt.results.frames import (METRICS, label_of, load_curves, load_histories, load_runs_to_report, model_name,
-                               model_order)
 from convatt.results.stats import STD_DDOF, nanmean, range_text, seed_stats
-from convatt.model.variants import PAPER_VARIANTS, UD_VARIANTS
+from convatt.run.storage import write_text
 
 METRIC_NAMES = {"all": "All", "oov": "OOV", "ambiguous": "Ambig."}
 STAT_COLUMNS = [c for m in METRICS for c in (m, f"{m}_std")]
@@ -40,22 +47,27 @@ BESIDE_COLUMNS = [c for m in METRICS for c in (m, f"{m}_std", f"paper_{m}", f"pa
 
 # ---------------------------------------------------------------- numbers
 
+
 def summarize(runs: pd.DataFrame, by: list[str], split: str = "test") -> pd.DataFrame:
     """Per group of `by`: seeds (count and list), the setting's mask_padding, mean / std in
     percent of each metric, the parameter count (if one) and the mean best epoch."""
     rows = []
     for key, group in runs.groupby(by, sort=False, dropna=False):
         row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
-        row.update(n_seeds=len(group), seeds=" ".join(str(s) for s in sorted(group["seed"])),
-                   mask_padding=bool(group["mask_padding"].iloc[0]))
+        row.update(
+            n_seeds=len(group),
+            seeds=" ".join(str(s) for s in sorted(group["seed"])),
+            mask_padding=bool(group["mask_padding"].iloc[0]),
+        )
         for m in METRICS:
             row[m], row[f"{m}_std"], _ = seed_stats(100 * group[f"{split}_{m}"])
         params = group["parameters"].dropna().unique()
         row["parameters"] = int(params[0]) if len(params) == 1 else None
         row["best_epoch"] = nanmean(group["best_epoch"])
         rows.append(row)
-    return pd.DataFrame(rows, columns=by + ["n_seeds", "seeds", "mask_padding"] + STAT_COLUMNS
-                        + ["parameters", "best_epoch"])
+    return pd.DataFrame(
+        rows, columns=by + ["n_seeds", "seeds", "mask_padding"] + STAT_COLUMNS + ["parameters", "best_epoch"]
+    )
 
 
 def _with_paper(frame: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
@@ -92,8 +104,11 @@ def ptb_frame(runs: pd.DataFrame) -> pd.DataFrame:
             skeleton.append({**section._asdict(), "variant": variant})
     frame = _filled(pd.DataFrame(skeleton), ours, ["corpus", "setting", "variant"])
     frame = _with_paper(frame, paper_table("table2b_ptb").set_index("model"))
-    return frame[["corpus", "setting", "mask_padding", "model", "variant", "n_seeds", "seeds"] + BESIDE_COLUMNS
-                 + ["parameters", "best_epoch"]]
+    return frame[
+        ["corpus", "setting", "mask_padding", "model", "variant", "n_seeds", "seeds"]
+        + BESIDE_COLUMNS
+        + ["parameters", "best_epoch"]
+    ]
 
 
 def ud_per_treebank(runs: pd.DataFrame) -> pd.DataFrame:
@@ -120,11 +135,22 @@ def ud_macro_frame(runs: pd.DataFrame) -> pd.DataFrame:
     for (setting, variant), group in per_tb.groupby(["setting", "variant"], sort=False):
         label = label_of(variant)
         same = paper_d.loc[list(group["treebank"]), label] if label in paper_d.columns else pd.Series(dtype=float)
-        rows.append({"setting": setting, "variant": variant, "n_treebanks": len(group),
-                     "seeds_per_treebank": range_text(group["n_seeds"]),
-                     **{c: nanmean(group[c]) for c in STAT_COLUMNS}, "paper_all_same_treebanks": nanmean(same)})
-    ours = pd.DataFrame(rows, columns=["setting", "variant", "n_treebanks", "seeds_per_treebank"] + STAT_COLUMNS
-                        + ["paper_all_same_treebanks"])
+        rows.append(
+            {
+                "setting": setting,
+                "variant": variant,
+                "n_treebanks": len(group),
+                "seeds_per_treebank": range_text(group["n_seeds"]),
+                **{c: nanmean(group[c]) for c in STAT_COLUMNS},
+                "paper_all_same_treebanks": nanmean(same),
+            }
+        )
+    ours = pd.DataFrame(
+        rows,
+        columns=["setting", "variant", "n_treebanks", "seeds_per_treebank"]
+        + STAT_COLUMNS
+        + ["paper_all_same_treebanks"],
+    )
     frame = _ud_models(per_tb).merge(ours, on=["setting", "variant"], how="left")
     frame["n_treebanks"] = frame["n_treebanks"].fillna(0).astype(int)
     frame["seeds_per_treebank"] = frame["seeds_per_treebank"].fillna("")
@@ -132,8 +158,11 @@ def ud_macro_frame(runs: pd.DataFrame) -> pd.DataFrame:
     frame["model"] = [model_name(label, setting) for label, setting in zip(frame["label"], frame["setting"])]
     frame = _with_paper(frame, paper_table("table2c_ud_macro").set_index("model"))
     frame["diff_all_same_treebanks"] = frame["all"] - frame["paper_all_same_treebanks"]
-    return frame[["setting", "mask_padding", "model", "variant", "n_treebanks", "seeds_per_treebank"]
-                 + BESIDE_COLUMNS + ["paper_all_same_treebanks", "diff_all_same_treebanks"]]
+    return frame[
+        ["setting", "mask_padding", "model", "variant", "n_treebanks", "seeds_per_treebank"]
+        + BESIDE_COLUMNS
+        + ["paper_all_same_treebanks", "diff_all_same_treebanks"]
+    ]
 
 
 def ud_treebank_frame(runs: pd.DataFrame) -> pd.DataFrame:
@@ -145,34 +174,46 @@ def ud_treebank_frame(runs: pd.DataFrame) -> pd.DataFrame:
     models = _ud_models(per_tb)
     treebanks = pd.DataFrame({"treebank": sorted(per_tb["treebank"].unique())})
     frame = _filled(treebanks.merge(models, how="cross"), per_tb, ["setting", "variant", "treebank"])
-    frame["paper_all"] = [paper_d.at[tb, label] if tb in paper_d.index and label in paper_d.columns else math.nan
-                          for tb, label in zip(frame["treebank"], frame["label"])]
+    frame["paper_all"] = [
+        paper_d.at[tb, label] if tb in paper_d.index and label in paper_d.columns else math.nan
+        for tb, label in zip(frame["treebank"], frame["label"])
+    ]
     frame["diff_all"] = frame["all"] - frame["paper_all"]
     frame["paper_uppsala"] = frame["treebank"].map(paper_d["Uppsala"])
-    return frame[["treebank", "setting", "mask_padding", "model", "variant", "n_seeds", "seeds"] + STAT_COLUMNS
-                 + ["paper_all", "diff_all", "paper_uppsala"]]
+    return frame[
+        ["treebank", "setting", "mask_padding", "model", "variant", "n_seeds", "seeds"]
+        + STAT_COLUMNS
+        + ["paper_all", "diff_all", "paper_uppsala"]
+    ]
 
 
 # ---------------------------------------------------------------- notes
+
 
 def common_notes(runs: pd.DataFrame) -> list[str]:
     """What makes runs of any preset not comparable to the paper: seeds, smoke runs, settings."""
     notes = []
     n_seeds = runs.groupby(["preset", "corpus", "variant", "setting"]).size()
     if (n_seeds < PAPER_SEEDS).any():
-        notes.append(f"{int((n_seeds < PAPER_SEEDS).sum())} model(s) have fewer than {PAPER_SEEDS} seeds "
-                     f"(the paper: {PAPER_SEEDS}).")
+        notes.append(
+            f"{int((n_seeds < PAPER_SEEDS).sum())} model(s) have fewer than {PAPER_SEEDS} seeds "
+            f"(the paper: {PAPER_SEEDS})."
+        )
     smoke = runs["limit"].notna() | (pd.to_numeric(runs["max_epochs"], errors="coerce") < PAPER_EPOCHS)
     if smoke.any():
-        notes.append(f"{int(smoke.sum())} of {len(runs)} runs are smoke runs (--limit, or --epochs below "
-                     f"{PAPER_EPOCHS}), marked [limit N] / [max N epochs]: not comparable to the paper. Runs "
-                     "of different settings are shown apart, never averaged together.")
+        notes.append(
+            f"{int(smoke.sum())} of {len(runs)} runs are smoke runs (--limit, or --epochs below "
+            f"{PAPER_EPOCHS}), marked [limit N] / [max N epochs]: not comparable to the paper. Runs "
+            "of different settings are shown apart, never averaged together."
+        )
     if runs["mask_padding"].any():
         notes.append("Models marked [mask] ran with --mask-padding; the paper lets pads take part in attention.")
     if (runs["protocol"] != "original").any():
-        notes.append("Models marked [keras3] (or with protocol items) trained with Keras 3's optimizer and loss "
-                     "rather than the paper's code's (`convatt train --protocol`, README \"Training protocol\"); "
-                     "runs made before convatt had protocols count as keras3.")
+        notes.append(
+            "Models marked [keras3] (or with protocol items) trained with Keras 3's optimizer and loss "
+            "rather than the paper's code's (`convatt train --protocol`, README \"Training protocol\"); "
+            "runs made before convatt had protocols count as keras3."
+        )
     return notes
 
 
@@ -183,12 +224,16 @@ def ptb_notes(runs: pd.DataFrame) -> list[str]:
     notes = []
     if runs["is_sample"].any():
         how = " ".join(n for n in runs.loc[runs["is_sample"], "corpus_note"].unique() if n)
-        notes.append("Results are on the PTB sample, not the paper's full WSJ (train 00-18, dev 19-21, "
-                     f"test 22-24): NOT comparable to the paper. {how}".rstrip())
+        notes.append(
+            "Results are on the PTB sample, not the paper's full WSJ (train 00-18, dev 19-21, "
+            f"test 22-24): NOT comparable to the paper. {how}".rstrip()
+        )
     notes += [f"PTB: {n}" for n in runs.loc[~runs["is_sample"], "corpus_note"].unique() if n]
     if runs["embeddings"].isna().any():
-        notes.append(f"{int(runs['embeddings'].isna().sum())} PTB runs trained without pretrained word "
-                     "vectors (the paper: fastText wiki-news-300d-1M-subword.vec, frozen).")
+        notes.append(
+            f"{int(runs['embeddings'].isna().sum())} PTB runs trained without pretrained word "
+            "vectors (the paper: fastText wiki-news-300d-1M-subword.vec, frozen)."
+        )
     return notes + common_notes(runs)
 
 
@@ -201,20 +246,25 @@ def ud_notes(runs: pd.DataFrame) -> list[str]:
     treebanks = sorted(runs["treebank"].unique())
     inside = [t for t in treebanks if t in paper_tbs]
     if len(inside) < N_PAPER_TREEBANKS:
-        notes.append(f"UD results cover {len(inside)} of the paper's {N_PAPER_TREEBANKS} treebanks: the macro "
-                     "means are NOT comparable to the paper's Table 2c. \"Paper All (same treebanks)\" is the "
-                     "paper's Table 2d averaged over the same treebanks, for comparison.")
+        notes.append(
+            f"UD results cover {len(inside)} of the paper's {N_PAPER_TREEBANKS} treebanks: the macro "
+            "means are NOT comparable to the paper's Table 2c. \"Paper All (same treebanks)\" is the "
+            "paper's Table 2d averaged over the same treebanks, for comparison."
+        )
     outside = [t for t in treebanks if t not in paper_tbs]
     if outside:
         notes.append(f"Treebanks not in the paper (left out of macro means): {', '.join(outside)}.")
     per_model = runs[runs["treebank"].isin(paper_tbs)].groupby(["setting", "variant"])["treebank"]
     if per_model.apply(frozenset).nunique() > 1:
-        notes.append("The models cover different sets of treebanks, so their macro means differ in what "
-                     "they average; compare each with its own \"Paper All (same treebanks)\".")
+        notes.append(
+            "The models cover different sets of treebanks, so their macro means differ in what "
+            "they average; compare each with its own \"Paper All (same treebanks)\"."
+        )
     return notes + common_notes(runs)
 
 
 # ---------------------------------------------------------------- rendering
+
 
 def _metric_header() -> list[str]:
     return [c for m in METRICS for c in (METRIC_NAMES[m], "Paper", "Δ")]
@@ -222,15 +272,24 @@ def _metric_header() -> list[str]:
 
 def _beside_cells(row) -> list[str]:
     """Ours (± std), the paper's (± std) and ours − paper, for each metric."""
-    return [cell for m in METRICS for cell in (fmt(row[m], row[f"{m}_std"]),
-                                               fmt(row[f"paper_{m}"], row[f"paper_{m}_std"]),
-                                               fmt(row[f"diff_{m}"], signed=True))]
+    return [
+        cell
+        for m in METRICS
+        for cell in (
+            fmt(row[m], row[f"{m}_std"]),
+            fmt(row[f"paper_{m}"], row[f"paper_{m}_std"]),
+            fmt(row[f"diff_{m}"], signed=True),
+        )
+    ]
 
 
 def _reference_rows(paper: pd.DataFrame, lead: int, trail: int = 0) -> list[list[str]]:
     """The paper's rows that are no variant of ours (Meta-Bi-LSTM, Uppsala...): its numbers only."""
-    return [[name] + ["–"] * lead + [c for m in METRICS for c in ("–", fmt(p[m], p[f"{m}_std"]), "–")]
-            + ["–"] * trail for name, p in paper.iterrows() if name not in OUR_LABELS]
+    return [
+        [name] + ["–"] * lead + [c for m in METRICS for c in ("–", fmt(p[m], p[f"{m}_std"]), "–")] + ["–"] * trail
+        for name, p in paper.iterrows()
+        if name not in OUR_LABELS
+    ]
 
 
 def ptb_markdown(frame: pd.DataFrame, n_runs: int, notes: list[str], title: str) -> str:
@@ -243,20 +302,27 @@ def ptb_markdown(frame: pd.DataFrame, n_runs: int, notes: list[str], title: str)
         rows += _reference_rows(paper, lead=1)
         heading = f"### {corpus}{f' [{setting}]' if setting else ''}\n\n" if len(sections) > 1 or setting else ""
         texts.append(heading + markdown_table(["Model", "Seeds"] + _metric_header(), rows))
-    intro = (f"Ours: mean ± standard deviation over seeds (ddof={STD_DDOF}) of {n_runs} finished "
-             "PTB run(s); Paper: Dufter, Schmitt & Schütze (2020), Table 2b; Δ = ours − paper.")
+    intro = (
+        f"Ours: mean ± standard deviation over seeds (ddof={STD_DDOF}) of {n_runs} finished "
+        "PTB run(s); Paper: Dufter, Schmitt & Schütze (2020), Table 2b; Δ = ours − paper."
+    )
     return page(title, intro, notes, *texts)
 
 
 def ud_macro_markdown(frame: pd.DataFrame, notes: list[str], title: str) -> str:
-    rows = [[r["model"], str(r["n_treebanks"]), r["seeds_per_treebank"] or "–"] + _beside_cells(r)
-            + [fmt(r["paper_all_same_treebanks"]), fmt(r["diff_all_same_treebanks"], signed=True)]
-            for _, r in frame.iterrows()]
+    rows = [
+        [r["model"], str(r["n_treebanks"]), r["seeds_per_treebank"] or "–"]
+        + _beside_cells(r)
+        + [fmt(r["paper_all_same_treebanks"]), fmt(r["diff_all_same_treebanks"], signed=True)]
+        for _, r in frame.iterrows()
+    ]
     rows += _reference_rows(paper_table("table2c_ud_macro").set_index("model"), lead=2, trail=2)
     header = ["Model", "Treebanks", "Seeds"] + _metric_header() + ["Paper All (same treebanks)", "Δ"]
-    intro = (f"Ours: per treebank the mean and standard deviation over seeds (ddof={STD_DDOF}), then the mean "
-             "over treebanks of both (± is the average standard deviation, as the paper). Paper: Table 2c "
-             "(47 treebanks). Δ = ours − paper.")
+    intro = (
+        f"Ours: per treebank the mean and standard deviation over seeds (ddof={STD_DDOF}), then the mean "
+        "over treebanks of both (± is the average standard deviation, as the paper). Paper: Table 2c "
+        "(47 treebanks). Δ = ours − paper."
+    )
     return page(title, intro, notes, markdown_table(header, rows))
 
 
@@ -268,22 +334,31 @@ def ud_treebank_markdown(frame: pd.DataFrame, notes: list[str], title: str) -> s
     cell = lambda ours, std, paper: f"{fmt(ours, std)} / {fmt(paper)} / {fmt(ours - paper, signed=True)}"
     rows = []
     for treebank, group in frame.groupby("treebank", sort=False):
-        rows.append([treebank.replace("_", " ")] + [cell(r["all"], r["all_std"], r["paper_all"])
-                                                    for _, r in group.iterrows()] + [fmt(group["paper_uppsala"].iloc[0])])
+        rows.append(
+            [treebank.replace("_", " ")]
+            + [cell(r["all"], r["all_std"], r["paper_all"]) for _, r in group.iterrows()]
+            + [fmt(group["paper_uppsala"].iloc[0])]
+        )
     in_paper = frame[frame["paper_uppsala"].notna()]  # the paper's treebanks
     mean_row = ["**Mean (paper's treebanks above)**"]
     for _, model in models.iterrows():
-        ran = in_paper[(in_paper["setting"] == model["setting"]) & (in_paper["variant"] == model["variant"])
-                       & in_paper["all"].notna()]
+        ran = in_paper[
+            (in_paper["setting"] == model["setting"])
+            & (in_paper["variant"] == model["variant"])
+            & in_paper["all"].notna()
+        ]
         mean_row.append(cell(nanmean(ran["all"]), None, nanmean(ran["paper_all"])))
     rows.append(mean_row + [fmt(nanmean(in_paper.drop_duplicates("treebank")["paper_uppsala"]))])
     header = ["Treebank"] + list(models["model"]) + ["Uppsala (paper)"]
-    intro = (f"Each cell: ours (mean ± standard deviation over seeds, ddof={STD_DDOF}) / paper (Table 2d) / "
-             "Δ = ours − paper. Uppsala: Smith et al. (2018), as the paper quotes it.")
+    intro = (
+        f"Each cell: ours (mean ± standard deviation over seeds, ddof={STD_DDOF}) / paper (Table 2d) / "
+        "Δ = ours − paper. Uppsala: Smith et al. (2018), as the paper quotes it."
+    )
     return page(title, intro, notes, markdown_table(header, rows))
 
 
 # ---------------------------------------------------------------- the tables
+
 
 def ptb_table(runs: pd.DataFrame) -> Table:
     """Table 2b: PTB test accuracy (all / OOV / ambiguous), ours beside the paper's."""
@@ -294,18 +369,27 @@ def ptb_table(runs: pd.DataFrame) -> Table:
 
 def ud_macro_table(runs: pd.DataFrame) -> Table:
     """Table 2c: UD test accuracy, macro mean over treebanks, beside the paper's."""
-    title, notes, frame = "Table 2c: UD test accuracy (%), macro mean over treebanks", ud_notes(runs), ud_macro_frame(runs)
+    title, notes, frame = (
+        "Table 2c: UD test accuracy (%), macro mean over treebanks",
+        ud_notes(runs),
+        ud_macro_frame(runs),
+    )
     return Table("table2c_ud_macro", title, frame, ud_macro_markdown(frame, notes, title), notes)
 
 
 def ud_treebank_table(runs: pd.DataFrame) -> Table:
     """Table 2d: test accuracy (all words) per treebank and variant, beside the paper's."""
-    title, notes, frame = "Table 2d: UD test accuracy (%) per treebank, all words", ud_notes(runs), ud_treebank_frame(runs)
+    title, notes, frame = (
+        "Table 2d: UD test accuracy (%) per treebank, all words",
+        ud_notes(runs),
+        ud_treebank_frame(runs),
+    )
     return Table("table2d_ud_per_treebank", title, frame, ud_treebank_markdown(frame, notes, title), notes)
 
 
-def build_tables(runs: pd.DataFrame, histories: pd.DataFrame | None = None,
-                 curves: pd.DataFrame | None = None) -> list[Table]:
+def build_tables(
+    runs: pd.DataFrame, histories: pd.DataFrame | None = None, curves: pd.DataFrame | None = None
+) -> list[Table]:
     """The tables the runs allow: 2b and the PTB efficiency table when there are PTB runs, 2c, 2d
     and the UD efficiency tables when there are UD runs, the protocol comparison when some corpus
     and variant ran under both protocols; always the summary of the runs (`run_summary`).

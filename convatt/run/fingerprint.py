@@ -6,13 +6,14 @@ vocabularies, the encoded splits and the word-vector matrix (which also catches
 a change in how they are built, or in the vectors file, without hashing a 1 GB
 `.vec`). It is kept in config.json under `runs.FINGERPRINT_KEY`.
 """
+
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
@@ -25,13 +26,12 @@ class DataFingerprint:
     parts: dict[str, str] = field(default_factory=dict)  # "tags vocabulary", "train split", ... -> HEX
 
     @classmethod
-    def measure(cls, data_root: str | os.PathLike, files: Iterable[Path],
-                parts: dict[str, object]) -> "DataFingerprint":
+    def measure(cls, data_root: str | os.PathLike, files: Iterable[Path], parts: dict[str, object]) -> DataFingerprint:
         root = Path(data_root)
         named = {_relative(p, root): _file_digest(p) for p in files}
         return cls(files=dict(sorted(named.items())), parts={k: _digest(v) for k, v in parts.items()})
 
-    def differences(self, now: "DataFingerprint") -> list[str]:
+    def differences(self, now: DataFingerprint) -> list[str]:
         """What changed since `self` was recorded, in words: files first, then parts."""
         out = []
         for name in sorted(self.files.keys() | now.files.keys()):
@@ -45,13 +45,15 @@ class DataFingerprint:
         return {"files": self.files, "parts": self.parts}
 
     @classmethod
-    def from_json(cls, data: object, where: Path | None = None) -> "DataFingerprint":
+    def from_json(cls, data: object, where: Path | None = None) -> DataFingerprint:
         ok = isinstance(data, dict) and all(
             isinstance(data.get(k), dict) and all(isinstance(v, str) for v in data[k].values())
-            for k in ("files", "parts"))
+            for k in ("files", "parts")
+        )
         if not ok:
-            raise ConvattError("damaged data fingerprint in config.json: delete the run directory and train "
-                               "the run again", where)
+            raise ConvattError(
+                "damaged data fingerprint in config.json: delete the run directory and train the run again", where
+            )
         return cls(dict(data["files"]), dict(data["parts"]))
 
 

@@ -4,6 +4,7 @@ Keras says "File not found" for a `.keras` file that exists but is truncated, an
 h5py fails on a truncated weights file only when it is loaded; both are checked
 here and reported as a ConvattError naming the file and what to do.
 """
+
 from __future__ import annotations
 
 import zipfile
@@ -25,8 +26,9 @@ def load_keras_model(path: Path, remedy: str):
     if not path.is_file():
         raise ConvattError(f"model file not found; {remedy}", path)
     if not zipfile.is_zipfile(path):
-        raise ConvattError(f"damaged: not a complete Keras model archive (truncated, empty or overwritten); "
-                           f"{remedy}", path)
+        raise ConvattError(
+            f"damaged: not a complete Keras model archive (truncated, empty or overwritten); {remedy}", path
+        )
     try:
         return keras.saving.load_model(path)
     except Exception as e:  # a damaged member fails in zipfile, h5py or Keras' deserialisation

@@ -1,10 +1,11 @@
 """Where a run was trained: the code's git commit and the machine, for result.json.
 
-    source_commit()   "c44886e", "c44886e+changes" (uncommitted changes to tracked files),
-                      or "" outside a git checkout (an installed wheel) or without git
-    machine()         "x86_64, 2 CPUs, cpu:0" / "x86_64, 16 CPUs, gpu:0": the architecture,
-                      the machine's CPU count and the first device Keras computes on
+source_commit()   "c44886e", "c44886e+changes" (uncommitted changes to tracked files),
+                  or "" outside a git checkout (an installed wheel) or without git
+machine()         "x86_64, 2 CPUs, cpu:0" / "x86_64, 16 CPUs, gpu:0": the architecture,
+                  the machine's CPU count and the first device Keras computes on
 """
+
 from __future__ import annotations
 
 import os

@@ -17,6 +17,7 @@ with a `RunWarning` and go on, so a partial record is never averaged as if whole
 A curve.csv cut exactly at a line end, after the last point the epochs allow us to
 expect, reads as a shorter curve: nothing in the files tells it apart.
 """
+
 from __future__ import annotations
 
 import csv
@@ -28,8 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 from convatt.errors import ConvattError
-from convatt.run.schema import CONFIG_FILE, RunConfig, RunResult, Setting
 from convatt.model.variants import PRESETS
+from convatt.run.schema import CONFIG_FILE, RunConfig, RunResult, Setting
 
 HISTORY_FILE, CURVE_FILE = "history.csv", "curve.csv"
 # What the tables and plots read; older runs lack the batch-mean column.
@@ -75,6 +76,7 @@ def read_run(result_path: Path) -> FinishedRun:
 
 
 # ---------------------------------------------------------------- JSON files
+
 
 def _text(path: Path) -> str:
     try:
@@ -127,6 +129,7 @@ def read_config(path: Path) -> RunConfig:
 
 
 # ---------------------------------------------------------------- CSV files
+
 
 def _csv_rows(path: Path) -> tuple[list[str], list[list[str]]]:
     """Header and rows, every row as long as the header; the file must end with a newline."""
@@ -183,8 +186,7 @@ def read_history(path: Path, epochs_run: int) -> pd.DataFrame:
     _whole_numbers(frame, "epoch", path)
     if list(frame["epoch"]) != list(range(1, len(frame) + 1)) or len(frame) != epochs_run:
         found = ", ".join(map(str, frame["epoch"][:12])) or "none"
-        raise DamagedRunError(f"epochs should be 1 to {epochs_run} (result.json's epochs_run), "
-                              f"found {found}", path)
+        raise DamagedRunError(f"epochs should be 1 to {epochs_run} (result.json's epochs_run), found {found}", path)
     return frame
 
 
@@ -202,8 +204,9 @@ def read_curve(path: Path, epochs_run: int, config: RunConfig | None) -> pd.Data
     if (epochs[1:] < epochs[:-1]).any() or epochs[-1] > epochs_run:
         raise DamagedRunError(f"epochs should rise from 1 to at most {epochs_run} (epochs_run)", path)
     if _stops_early(int(steps[-1]), int(epochs[-1]), epochs_run, every, config):
-        raise DamagedRunError(f"cut short: ends at step {steps[-1]} in epoch {epochs[-1]} "
-                              f"of the run's {epochs_run}", path)
+        raise DamagedRunError(
+            f"cut short: ends at step {steps[-1]} in epoch {epochs[-1]} of the run's {epochs_run}", path
+        )
     return frame
 
 

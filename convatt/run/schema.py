@@ -8,6 +8,7 @@
 Runs trained before the protocol existed (no "protocol" in config.json) trained
 with Keras 3's defaults, and load as `LEGACY_PROTOCOL` ("keras3").
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from convatt.errors import ConvattError
-from convatt.training.protocol import DEFAULT_PROTOCOL, LEGACY_PROTOCOL, ORIGINAL, Protocol
 from convatt.run.storage import read_json, write_json
+from convatt.training.protocol import DEFAULT_PROTOCOL, LEGACY_PROTOCOL, ORIGINAL, Protocol
 
 CONFIG_FORMAT = "convatt-run"
 SCHEMA_VERSION = 2
@@ -26,8 +27,7 @@ PAPER_EPOCHS = 100
 CONFIG_FILE, RESULT_FILE = "config.json", "result.json"
 LEGACY_KEYS = ("preset", "variant", "seed", "data")  # what a config.json without "format" must hold
 FINGERPRINT_KEY = "data_fingerprint"  # beside the options in config.json (convatt.run.fingerprint)
-_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "dict": dict,
-          "list": list}
+_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "dict": dict, "list": list}
 
 
 def check_types(cls, values: dict, where: Path | None, what: str) -> None:
@@ -77,7 +77,7 @@ class RunConfig:
         return {"format": CONFIG_FORMAT, "schema": SCHEMA_VERSION, **data}
 
     @classmethod
-    def from_json(cls, data: dict, where: Path | None = None) -> "RunConfig":
+    def from_json(cls, data: dict, where: Path | None = None) -> RunConfig:
         """Read `to_json`'s form, or an older config.json (no format: the Keras 3 protocol)."""
         if not isinstance(data, dict):
             raise ConvattError("not a convatt run configuration (expected a JSON object)", where)
@@ -95,7 +95,7 @@ class RunConfig:
             raise ConvattError(f"not a convatt run configuration ({e})", where) from None
 
     @classmethod
-    def load(cls, run_dir: Path) -> "RunConfig":
+    def load(cls, run_dir: Path) -> RunConfig:
         path = Path(run_dir) / CONFIG_FILE
         return cls.from_json(read_json(path, remedy=DAMAGED_RUN_REMEDY), path)
 
@@ -113,21 +113,29 @@ class RunConfig:
         run_dir = Path(run_dir).resolve()
         out_parts = Path(self.out).parts
         candidates = [run_dir / data]
-        if not Path(self.out).is_absolute() and run_dir.parts[-len(out_parts):] == out_parts:
-            candidates.insert(0, Path(*run_dir.parts[:-len(out_parts)]) / data)
+        if not Path(self.out).is_absolute() and run_dir.parts[-len(out_parts) :] == out_parts:
+            candidates.insert(0, Path(*run_dir.parts[: -len(out_parts)]) / data)
         return str(next((c for c in candidates if c.exists()), data))
 
     def check(self) -> None:
         """Options a run cannot start with, before anything is written."""
         if not 0 <= self.seed <= 2**32 - 1:
             raise ConvattError(f"seed must be between 0 and 2**32 - 1, not {self.seed}")
-        for name, minimum in (("epochs", 1), ("patience", 1), ("batch_size", 1), ("eval_batch_size", 1),
-                              ("limit", 1), ("curve_every", 0), ("embeddings_limit", 0), ("curve_until", -1)):
+        for name, minimum in (
+            ("epochs", 1),
+            ("patience", 1),
+            ("batch_size", 1),
+            ("eval_batch_size", 1),
+            ("limit", 1),
+            ("curve_every", 0),
+            ("embeddings_limit", 0),
+            ("curve_until", -1),
+        ):
             value = getattr(self, name)
             if value is not None and value < minimum:
                 raise ConvattError(f"{name} must be at least {minimum}, not {value}")
 
-    def differences(self, other: "RunConfig") -> list[str]:
+    def differences(self, other: RunConfig) -> list[str]:
         """`field: old -> new` for what differs beyond `RESUMABLE_CHANGES` (paths compared resolved)."""
         same_path = lambda a, b: a == b or (a and b and os.path.realpath(a) == os.path.realpath(b))
         out = []
@@ -144,13 +152,19 @@ class RunConfig:
         return out
 
     @property
-    def setting(self) -> "Setting":
-        return Setting(protocol=self.protocol.label(), mask_padding=self.mask_padding, limit=self.limit,
-                       max_epochs=self.epochs if self.epochs < PAPER_EPOCHS else None, precision=self.precision)
+    def setting(self) -> Setting:
+        return Setting(
+            protocol=self.protocol.label(),
+            mask_padding=self.mask_padding,
+            limit=self.limit,
+            max_epochs=self.epochs if self.epochs < PAPER_EPOCHS else None,
+            precision=self.precision,
+        )
 
 
-DAMAGED_RUN_REMEDY = ("if it is a run directory, its run cannot be read back: delete the directory (or this "
-                      "file) and train the run again")
+DAMAGED_RUN_REMEDY = (
+    "if it is a run directory, its run cannot be read back: delete the directory (or this file) and train the run again"
+)
 
 
 def _check_marker(data: dict, where: Path | None) -> None:
@@ -158,18 +172,23 @@ def _check_marker(data: dict, where: Path | None) -> None:
     if "format" not in data:
         missing = [k for k in LEGACY_KEYS if k not in data]
         if missing:
-            raise ConvattError(f"not a convatt run configuration (no \"format\": \"{CONFIG_FORMAT}\" and "
-                               f"no {', '.join(missing)})", where)
+            raise ConvattError(
+                f"not a convatt run configuration (no \"format\": \"{CONFIG_FORMAT}\" and no {', '.join(missing)})",
+                where,
+            )
         return
     if data["format"] != CONFIG_FORMAT:
-        raise ConvattError(f"not a convatt run configuration (format {data['format']!r}, expected "
-                           f"{CONFIG_FORMAT!r})", where)
+        raise ConvattError(
+            f"not a convatt run configuration (format {data['format']!r}, expected {CONFIG_FORMAT!r})", where
+        )
     schema = data.get("schema")
     if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
         raise ConvattError(f"damaged run configuration: schema is {schema!r}, expected 1 or 2", where)
     if schema > SCHEMA_VERSION:
-        raise ConvattError(f"written by a newer convatt (schema {schema}; this one reads up to "
-                           f"{SCHEMA_VERSION}): update convatt", where)
+        raise ConvattError(
+            f"written by a newer convatt (schema {schema}; this one reads up to {SCHEMA_VERSION}): update convatt",
+            where,
+        )
 
 
 @dataclass(frozen=True, order=True)
@@ -201,7 +220,7 @@ class Setting:
         return parts
 
     def label(self) -> str:
-        """"" for the paper's setting, else the parts joined: "keras3, mask"."""
+        """ "" for the paper's setting, else the parts joined: "keras3, mask"."""
         return ", ".join(self.parts())
 
 
@@ -237,16 +256,28 @@ class RunResult:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict, where: Path | None = None) -> "RunResult":
+    def from_json(cls, data: dict, where: Path | None = None) -> RunResult:
         """Read result.json (older ones have no protocol: they trained under "keras3")."""
         if not isinstance(data, dict):
             raise ConvattError("not a convatt result (expected a JSON object)", where)
         missing = [k for k in cls.REQUIRED if k not in data]
         if missing:
             raise ConvattError(f"not a convatt result: no {', '.join(missing)}", where)
-        defaults = dict(label="", is_sample=False, corpus_note="", vectors_note="", mask_padding=False,
-                        dev={}, parameters=0, epochs_run=0, best_epoch=0, wall_seconds=0.0, backend="",
-                        convatt_version="", protocol=LEGACY_PROTOCOL.label())
+        defaults = dict(
+            label="",
+            is_sample=False,
+            corpus_note="",
+            vectors_note="",
+            mask_padding=False,
+            dev={},
+            parameters=0,
+            epochs_run=0,
+            best_epoch=0,
+            wall_seconds=0.0,
+            backend="",
+            convatt_version="",
+            protocol=LEGACY_PROTOCOL.label(),
+        )
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         check_types(cls, values, where, "result")
@@ -255,7 +286,7 @@ class RunResult:
         return cls(**{**defaults, **values})
 
     @classmethod
-    def load(cls, run_dir: Path) -> "RunResult":
+    def load(cls, run_dir: Path) -> RunResult:
         path = Path(run_dir) / RESULT_FILE
         return cls.from_json(read_json(path, remedy=DAMAGED_RUN_REMEDY), path)
 
@@ -272,8 +303,9 @@ def _check_scores(scores: dict, split: str, where: Path | None) -> None:
         value = scores.get(key)
         is_fraction = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
         if not (value is None or is_fraction):
-            raise ConvattError(f"damaged result: {split}.{key} is {value!r}, expected a fraction in [0, 1] "
-                               "or null", where)
+            raise ConvattError(
+                f"damaged result: {split}.{key} is {value!r}, expected a fraction in [0, 1] or null", where
+            )
     for key in ("n_" + k for k in SCORES):
         value = scores.get(key, 0)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:

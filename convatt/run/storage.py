@@ -5,6 +5,7 @@ disk (fsync) and moved into place with `os.replace`, and the directory itself is
 synced: a reader, a killed writer or a power loss never sees half a file.
 `result.json` is written last: its presence means the run is complete.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,8 @@ import json
 import os
 import re
 import socket
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from convatt.errors import ConvattError
 
@@ -81,8 +82,9 @@ def _os_error_in(e: BaseException) -> OSError | None:
 
 
 # ---- what a run directory may hold ------------------------------------------------
-RUN_FILES = frozenset({"config.json", "vocab.json", "history.csv", "curve.csv", "model.keras",
-                       "result.json", "checkpoint", ".lock"})
+RUN_FILES = frozenset(
+    {"config.json", "vocab.json", "history.csv", "curve.csv", "model.keras", "result.json", "checkpoint", ".lock"}
+)
 """Everything `convatt train` writes at a run directory's top level."""
 LAUNCHER_FILE = re.compile(r"train\.log|slurm-[\w.-]*\.(out|err)")
 """Files the Makefile and Slurm write into a run directory before `convatt train` starts."""
@@ -194,8 +196,9 @@ def run_lock(out: Path) -> Iterator[None]:
     except BlockingIOError:
         holder = os.read(fd, 200).decode(errors="replace").strip() or "unknown"
         os.close(fd)
-        raise ConvattError(f"another process ({holder}) is training into this directory; "
-                           "wait for it or use another --out", out) from None
+        raise ConvattError(
+            f"another process ({holder}) is training into this directory; wait for it or use another --out", out
+        ) from None
     except OSError as e:
         if e.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP):
             os.close(fd)

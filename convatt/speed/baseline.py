@@ -18,6 +18,7 @@ maps its weights onto a project tagger (per-head kernels stacked into
 (d, num_heads, head_dim), per-head position / conv weights stacked on a leading head
 axis), so tests can check that both compute the same function.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,8 +46,9 @@ def _head(x, config: TaggerConfig, first: bool, name: str):
     def project(what):
         if spec.temperature:
             return TemperatureDense(hd, kernel_initializer=config.attention_initializer, name=f"{name}_{what}")(x)
-        return layers.Dense(hd, use_bias=False, kernel_initializer=config.attention_initializer,
-                            name=f"{name}_{what}")(x)
+        return layers.Dense(hd, use_bias=False, kernel_initializer=config.attention_initializer, name=f"{name}_{what}")(
+            x
+        )
 
     q, k, v = project("query"), project("key"), project("value")
     scores = ops.matmul(q, ops.transpose(k, (0, 2, 1))) * (1.0 / math.sqrt(hd))
@@ -54,14 +56,16 @@ def _head(x, config: TaggerConfig, first: bool, name: str):
     if spec.position_interaction and first:
         scores = PositionInteraction(t, 1, name=f"{name}_position_interaction")(scores)
     if spec.relative_bias and first:
-        scores = RelativeBias(t, 1, parameterization=config.relative_bias_parameterization,
-                              name=f"{name}_relative_bias")(scores)
+        scores = RelativeBias(
+            t, 1, parameterization=config.relative_bias_parameterization, name=f"{name}_relative_bias"
+        )(scores)
     attention = ops.softmax(scores, axis=-1)[:, 0]  # (b, t, t)
     if spec.attention_conv == "1d":  # over the query axis, the t key columns as channels
         attention = layers.Conv1D(t, 3, padding="same", activation="relu", name=f"{name}_attention_conv")(attention)
     elif spec.attention_conv == "2d":  # one 3x3 filter on the (query, key) image
         image = layers.Conv2D(1, 3, padding="same", activation="relu", name=f"{name}_attention_conv")(
-            ops.expand_dims(attention, -1))
+            ops.expand_dims(attention, -1)
+        )
         attention = image[..., 0]
     return ops.matmul(attention, v)
 
@@ -70,23 +74,28 @@ def baseline_covers(config: TaggerConfig) -> bool:
     """Whether the port has this tagger: the paper's variants (no Shaw, ALiBi or issue 16's
     attention variants), without masking."""
     spec = config.spec
-    beyond_paper = spec.shaw or spec.alibi or spec.attention != "standard" or spec.conv_before_softmax \
-        or spec.talking_heads
+    beyond_paper = (
+        spec.shaw or spec.alibi or spec.attention != "standard" or spec.conv_before_softmax or spec.talking_heads
+    )
     return not beyond_paper and not config.mask_padding
 
 
-def build_baseline(config: TaggerConfig, n_words: int, n_chars: int, n_labels: int,
-                   word_vectors: np.ndarray | None = None) -> keras.Model:
+def build_baseline(
+    config: TaggerConfig, n_words: int, n_chars: int, n_labels: int, word_vectors: np.ndarray | None = None
+) -> keras.Model:
     """The straightforward port of `build_tagger` (same arguments; no XLA)."""
     spec, t, tc = config.spec, config.max_len, config.max_word_len
     if not baseline_covers(config):
-        raise ConvattError(f"the benchmark baseline covers the paper's variants without masking, "
-                           f"not {config.variant!r} (mask_padding={config.mask_padding})")
+        raise ConvattError(
+            f"the benchmark baseline covers the paper's variants without masking, "
+            f"not {config.variant!r} (mask_padding={config.mask_padding})"
+        )
     words = keras.Input((t,), dtype="int32", name="words")
     chars = keras.Input((t, tc), dtype="int32", name="chars")
 
-    word_embedding = layers.Embedding(n_words, config.word_dim, trainable=not config.pretrained_words,
-                                      name="word_embedding")
+    word_embedding = layers.Embedding(
+        n_words, config.word_dim, trainable=not config.pretrained_words, name="word_embedding"
+    )
     x = word_embedding(words)
     if spec.position_embedding == "add":
         x = layers.Add(name="add_position")([x, PositionEmbedding(t, name="position_embedding")(x)])
@@ -98,8 +107,9 @@ def build_baseline(config: TaggerConfig, n_words: int, n_chars: int, n_labels: i
 
     c = layers.Embedding(n_chars, config.char_dim, name="char_embedding")(chars)  # (b, t, t_char, dim)
     for i in range(config.char_layers):
-        conv = layers.Conv1D(config.char_filters, config.char_kernel_size, padding="same", activation="relu",
-                             name=f"char_conv_{i + 1}")
+        conv = layers.Conv1D(
+            config.char_filters, config.char_kernel_size, padding="same", activation="relu", name=f"char_conv_{i + 1}"
+        )
         c = layers.TimeDistributed(conv, name=f"time_distributed_{i + 1}")(c)
     h0 = layers.Concatenate(name="layer_0_input")([x, ops.max(c, axis=-2)])
 

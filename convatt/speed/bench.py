@@ -24,30 +24,40 @@ growth over the timed steps after the warm-up (VmHWM - VmRSS, the peak reset by
 `/proc/self/clear_refs` after the warm-up): the working memory of a training step
 beyond what tracing and the weights already hold.
 """
+
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import keras
 import numpy as np
 
-from convatt.training import interrupt
-from convatt.speed.baseline import baseline_covers, baseline_inputs, build_baseline
 from convatt.data.batching import make_inputs
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import PRECISIONS, make_config
+from convatt.speed.baseline import baseline_covers, baseline_inputs, build_baseline
+from convatt.training import interrupt
 
 # words, chars, labels (PAD and OOV included) and the number of distinct surface forms.
 SIZES = {"ptb": (20_002, 84, 47, 45_000), "ud": (10_000, 100, 19, 20_000)}
 
 
-def synthetic_batches(n_batches: int, n_words: int, n_chars: int, n_labels: int, n_forms: int,
-                      batch_size: int = 32, max_len: int = 60, max_word_len: int = 20, seed: int = 0):
+def synthetic_batches(
+    n_batches: int,
+    n_words: int,
+    n_chars: int,
+    n_labels: int,
+    n_forms: int,
+    batch_size: int = 32,
+    max_len: int = 60,
+    max_word_len: int = 20,
+    seed: int = 0,
+):
     """PTB-like encoded batches [(words, chars, tags, sample_weight)].
 
     Sentence lengths ~ Gamma(mean 25, sd 12), at most `max_len`, padded to it.
@@ -108,15 +118,20 @@ def _time_steps(models: dict, warmup: list, timed: list) -> dict[str, np.ndarray
     return {name: np.array(r) for name, r in rows.items()}
 
 
-def _synthetic_setup(preset: str, variant: str, n_batches: int, batch_size: int, sizes, seed: int,
-                     config_changes: dict):
+def _synthetic_setup(
+    preset: str, variant: str, n_batches: int, batch_size: int, sizes, seed: int, config_changes: dict
+):
     """(config, batches, word vectors or None, sizes) of a benchmark."""
     config = make_config(preset, variant, **config_changes)
     n_words, n_chars, n_labels, n_forms = sizes or SIZES[preset]
-    batches = synthetic_batches(n_batches, n_words, n_chars, n_labels, n_forms, batch_size,
-                                config.max_len, config.max_word_len, seed)
-    vectors = np.random.default_rng(seed).uniform(-0.05, 0.05, (n_words, config.word_dim)) \
-        if config.pretrained_words else None
+    batches = synthetic_batches(
+        n_batches, n_words, n_chars, n_labels, n_forms, batch_size, config.max_len, config.max_word_len, seed
+    )
+    vectors = (
+        np.random.default_rng(seed).uniform(-0.05, 0.05, (n_words, config.word_dim))
+        if config.pretrained_words
+        else None
+    )
     return config, batches, vectors, (n_words, n_chars, n_labels)
 
 
@@ -134,14 +149,21 @@ def _reference_variant(config, reference: str) -> str | None:
     return None if baseline_covers(config) else "san-pe-add"
 
 
-def _models(config, sizes, vectors, preset: str, reference: str, config_changes: dict, precision: str,
-            seed: int) -> tuple[str, str, dict]:
+def _models(
+    config, sizes, vectors, preset: str, reference: str, config_changes: dict, precision: str, seed: int
+) -> tuple[str, str, dict]:
     """(the reference's name, the compared model's name, {name: (model, prepare)}): the
     baseline port or the `_reference_variant` against the tagger, or, with a mixed
     `precision`, the tagger in float32 against the tagger in `precision`."""
     if precision != "float32":
-        return "float32", precision, {"float32": _tagger(config, sizes, vectors, "float32", seed),
-                                      precision: _tagger(config, sizes, vectors, precision, seed)}
+        return (
+            "float32",
+            precision,
+            {
+                "float32": _tagger(config, sizes, vectors, "float32", seed),
+                precision: _tagger(config, sizes, vectors, precision, seed),
+            },
+        )
     variant = _reference_variant(config, reference)
     if variant is None:
         models = {"baseline": (build_baseline(config, *sizes, vectors), baseline_inputs)}
@@ -150,10 +172,21 @@ def _models(config, sizes, vectors, preset: str, reference: str, config_changes:
     return next(iter(models)), "tagger", {**models, "tagger": _tagger(config, sizes, vectors)}
 
 
-def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool = False,
-                  steps: int | None = None, warmup: int = 3, batch_size: int = 32, sizes=None,
-                  seed: int = 0, log: Callable[[str], None] = print, memory: bool = False,
-                  reference: str = "auto", precision: str = "float32", **config_changes) -> dict:
+def run_benchmark(
+    preset: str = "ptb",
+    variant: str = "san-pe-add",
+    quick: bool = False,
+    steps: int | None = None,
+    warmup: int = 3,
+    batch_size: int = 32,
+    sizes=None,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+    memory: bool = False,
+    reference: str = "auto",
+    precision: str = "float32",
+    **config_changes,
+) -> dict:
     """Time training steps of the reference and of `build_tagger`'s tagger; log and return the figures.
 
     With a mixed `precision` ("mixed_bfloat16", "mixed_float16") the two models are
@@ -168,23 +201,45 @@ def run_benchmark(preset: str = "ptb", variant: str = "san-pe-add", quick: bool 
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}; received {precision!r}.")
     steps = steps or (20 if quick else 60)
-    config, batches, vectors, model_sizes = _synthetic_setup(preset, variant, warmup + steps, batch_size, sizes,
-                                                             seed, config_changes)
+    config, batches, vectors, model_sizes = _synthetic_setup(
+        preset, variant, warmup + steps, batch_size, sizes, seed, config_changes
+    )
     keras.utils.set_random_seed(seed)
     reference_variant = _reference_variant(config, reference)
-    reference, compared, models = _models(config, model_sizes, vectors, preset, reference, config_changes,
-                                          precision, seed)
+    reference, compared, models = _models(
+        config, model_sizes, vectors, preset, reference, config_changes, precision, seed
+    )
     timed = batches[warmup:]
-    log(f"convatt bench: preset {preset}, variant {variant}, batch {batch_size}, backend {keras.backend.backend()}, "
-        f"precision {precision}, {steps} timed steps per model (medians), after {warmup} untimed")
+    log(
+        f"convatt bench: preset {preset}, variant {variant}, batch {batch_size}, backend {keras.backend.backend()}, "
+        f"precision {precision}, {steps} timed steps per model (medians), after {warmup} untimed"
+    )
     tokens = _log_batches(timed, batch_size, config.max_len, log)
-    what = {"baseline": "straightforward port", "reference": f"build_tagger, {reference_variant}",
-            "tagger": "build_tagger", "float32": "build_tagger, float32", precision: f"build_tagger, {precision}"}
+    what = {
+        "baseline": "straightforward port",
+        "reference": f"build_tagger, {reference_variant}",
+        "tagger": "build_tagger",
+        "float32": "build_tagger, float32",
+        precision: f"build_tagger, {precision}",
+    }
     result = _timed(models, batches[:warmup], timed, tokens, what, log)
     if memory and precision == "float32":
-        _log_memory(result, reference, reference_variant or variant, variant, dict(
-            preset=preset, steps=min(steps, 20), warmup=warmup, batch_size=batch_size, sizes=sizes, seed=seed,
-            config_changes=config_changes), log)
+        _log_memory(
+            result,
+            reference,
+            reference_variant or variant,
+            variant,
+            dict(
+                preset=preset,
+                steps=min(steps, 20),
+                warmup=warmup,
+                batch_size=batch_size,
+                sizes=sizes,
+                seed=seed,
+                config_changes=config_changes,
+            ),
+            log,
+        )
     result["speedup"] = result[reference]["step_s"] / result[compared]["step_s"]
     if reference == "reference":
         log(f"step time relative to {reference_variant} {1 / result['speedup']:.2f}x")
@@ -196,8 +251,10 @@ def _log_batches(timed: list, batch_size: int, max_len: int, log) -> float:
     """Log what the timed batches hold; return their mean number of tokens."""
     tokens = np.mean([w.sum() for *_, w in timed])
     rows = np.mean([len(np.unique(make_inputs(w, c)["char_index"])) for w, c, *_ in timed])
-    log(f"synthetic batches: {tokens:.0f} tokens ({tokens / batch_size:.1f} per sentence, padded to "
-        f"{max_len}), {rows:.0f} distinct char rows of {batch_size * max_len} positions")
+    log(
+        f"synthetic batches: {tokens:.0f} tokens ({tokens / batch_size:.1f} per sentence, padded to "
+        f"{max_len}), {rows:.0f} distinct char rows of {batch_size * max_len} positions"
+    )
     return tokens
 
 
@@ -207,8 +264,10 @@ def _timed(models: dict, warmup: list, timed: list, tokens: float, what: dict, l
     for name, times in _time_steps(models, warmup, timed).items():
         step, inputs = np.median(times, axis=0)
         result[name] = dict(step_s=step, steps_per_s=1 / step, tokens_per_s=tokens / step, inputs_ms=1e3 * inputs)
-        log(f"{name:8s} ({what[name]}, jit_compile={models[name][0].jit_compile}): {1 / step:6.2f} steps/s "
-            f"{tokens / step:8.0f} tokens/s  ({1e3 * step:.1f} ms/step, inputs {1e3 * inputs:.2f} ms of it)")
+        log(
+            f"{name:8s} ({what[name]}, jit_compile={models[name][0].jit_compile}): {1 / step:6.2f} steps/s "
+            f"{tokens / step:8.0f} tokens/s  ({1e3 * step:.1f} ms/step, inputs {1e3 * inputs:.2f} ms of it)"
+        )
     return result
 
 
@@ -216,8 +275,10 @@ def _log_memory(result: dict, reference: str, reference_variant: str, variant: s
     """Measure both models' memory (`measure_memory`) into `result` and log it."""
     for name, which, port in ((reference, reference_variant, reference == "baseline"), ("tagger", variant, False)):
         result[name].update(measure_memory(variant=which, baseline=port, **options))
-        log(f"{name:8s} memory: peak RSS {result[name]['peak_rss_mb']:.0f} MB, growth over the timed steps "
-            f"{result[name]['step_growth_mb']:.1f} MB (a process of its own)")
+        log(
+            f"{name:8s} memory: peak RSS {result[name]['peak_rss_mb']:.0f} MB, growth over the timed steps "
+            f"{result[name]['step_growth_mb']:.1f} MB (a process of its own)"
+        )
     ratio = result["tagger"]["peak_rss_mb"] / result[reference]["peak_rss_mb"]
     log(f"peak RSS relative to the {reference} {ratio:.2f}x")
 
@@ -229,14 +290,27 @@ def _proc_status_mb(field: str) -> float:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def _memory_child(preset: str, variant: str, baseline: bool, steps: int, warmup: int, batch_size: int,
-                  sizes, seed: int, config_changes: dict) -> dict:
+def _memory_child(
+    preset: str,
+    variant: str,
+    baseline: bool,
+    steps: int,
+    warmup: int,
+    batch_size: int,
+    sizes,
+    seed: int,
+    config_changes: dict,
+) -> dict:
     """In a fresh process: train `warmup` then `steps` steps; peak RSS and its growth over the latter."""
-    config, batches, vectors, model_sizes = _synthetic_setup(preset, variant, warmup + steps, batch_size, sizes,
-                                                             seed, config_changes)
+    config, batches, vectors, model_sizes = _synthetic_setup(
+        preset, variant, warmup + steps, batch_size, sizes, seed, config_changes
+    )
     keras.utils.set_random_seed(seed)
-    model, prepare = (build_baseline(config, *model_sizes, vectors), baseline_inputs) if baseline \
+    model, prepare = (
+        (build_baseline(config, *model_sizes, vectors), baseline_inputs)
+        if baseline
         else _tagger(config, model_sizes, vectors)
+    )
     for batch in batches[:warmup]:
         _step(model, prepare, batch)
     Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
@@ -253,7 +327,9 @@ def measure_memory(preset: str, variant: str, baseline: bool = False, **options)
     Linux only (/proc). The peak is the process's since the warm-up, so everything the
     imports, the model and its tracing hold is included."""
     args = json.dumps(dict(preset=preset, variant=variant, baseline=baseline, **options))
-    code = ("import json, sys; from convatt.speed.bench import _memory_child; "
-            "print(json.dumps(_memory_child(**json.loads(sys.argv[1]))))")
+    code = (
+        "import json, sys; from convatt.speed.bench import _memory_child; "
+        "print(json.dumps(_memory_child(**json.loads(sys.argv[1]))))"
+    )
     done = subprocess.run([sys.executable, "-c", code, args], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,20 +1,25 @@
 """Re-evaluate a finished run's model on a corpus split."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from convatt.data import Vocabularies, encode_split, load_corpus
 from convatt.errors import ConvattError
-from convatt.run.modelfiles import load_keras_model
 from convatt.model.prediction import evaluate
+from convatt.model.variants import make_config
+from convatt.run.modelfiles import load_keras_model
 from convatt.run.schema import RunConfig
 from convatt.training.trainer import describe_unseen_tags, unseen_tags
-from convatt.model.variants import make_config
 
 
-def evaluate_run(run: str | Path, data: str | Path | None = None, split: str = "test",
-                 warn: Callable[[str], None] = lambda line: None) -> dict:
+def evaluate_run(
+    run: str | Path,
+    data: str | Path | None = None,
+    split: str = "test",
+    warn: Callable[[str], None] = lambda line: None,
+) -> dict:
     """Accuracies (all / OOV / ambiguous / per tag) of `run`'s best model on a split;
     what could surprise a reader of them goes to `warn`."""
     run = Path(run)
@@ -30,9 +35,11 @@ def evaluate_run(run: str | Path, data: str | Path | None = None, split: str = "
     corpus = trained_on if data is None else load_corpus(config.preset, data)
     sentences = getattr(corpus, split)
     if config.limit:
-        warn(f"note: this run trained on at most {config.limit:,} sentences per split (--limit); this scores "
-             f"the whole {split} split ({len(sentences):,} sentences)")
-    unseen = unseen_tags(trained_on.train[:config.limit], sentences)
+        warn(
+            f"note: this run trained on at most {config.limit:,} sentences per split (--limit); this scores "
+            f"the whole {split} split ({len(sentences):,} sentences)"
+        )
+    unseen = unseen_tags(trained_on.train[: config.limit], sentences)
     if unseen:
         warn("warning: " + describe_unseen_tags(unseen, split))
     encoded = encode_split(sentences, vocab, tagger.max_len, tagger.max_word_len)

@@ -16,22 +16,22 @@ After the convolution (ReLU, not renormalised) a row is divided by its sum; rows
 that are all 0 there (the head passes nothing to that query) are counted in
 `zero_rows` and left out of the means (`n_rows` counts the others; NaN if none).
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from convatt.data.batching import iterate_batches
 from convatt.data import EncodedSplit, encode_split, load_corpus
+from convatt.data.batching import iterate_batches
 from convatt.errors import ConvattError
 from convatt.trained.loading import TrainedRun, load_run
 
-STAT_COLUMNS = ["layer", "head", "stage", "mean_entropy", "mean_max_weight", "uniform_entropy", "n_rows",
-                "zero_rows"]
+STAT_COLUMNS = ["layer", "head", "stage", "mean_entropy", "mean_max_weight", "uniform_entropy", "n_rows", "zero_rows"]
 
 
 def attention_layers(model) -> list:
@@ -88,12 +88,14 @@ def row_statistics(attention: np.ndarray, queries: np.ndarray, renormalise: bool
     if renormalise:
         rows = rows / np.where(sums > 0, sums, 1)
     entropy = -(rows * np.log(np.where(rows > 0, rows, 1))).sum(-1)
-    return np.stack([np.where(keep, entropy, 0).sum(1), np.where(keep, rows.max(-1), 0).sum(1),
-                     keep.sum(1), (~keep).sum(1)])
+    return np.stack(
+        [np.where(keep, entropy, 0).sum(1), np.where(keep, rows.max(-1), 0).sum(1), keep.sum(1), (~keep).sum(1)]
+    )
 
 
-def attention_statistics(run: TrainedRun, sentences: list[list[str]] | None = None,
-                         batch_size: int = 64) -> pd.DataFrame:
+def attention_statistics(
+    run: TrainedRun, sentences: list[list[str]] | None = None, batch_size: int = 64
+) -> pd.DataFrame:
     """Mean entropy and mean maximum weight of the attention rows of real tokens, per layer,
     head and stage ("softmax"; "after_conv", renormalised, for the conv variants).
 
@@ -116,10 +118,20 @@ def attention_statistics(run: TrainedRun, sentences: list[list[str]] | None = No
                 totals[layer, stage] = totals.get((layer, stage), 0) + sums
     n_queries = int(split.mask.sum())
     mean = lambda total, n: total / n if n else float("nan")
-    rows = [{"layer": layer, "head": head + 1, "stage": stage, "mean_entropy": mean(e, n),
-             "mean_max_weight": mean(m, n), "uniform_entropy": mean(uniform, n_queries), "n_rows": int(n),
-             "zero_rows": int(z)}
-            for (layer, stage), sums in totals.items() for head, (e, m, n, z) in enumerate(sums.T)]
+    rows = [
+        {
+            "layer": layer,
+            "head": head + 1,
+            "stage": stage,
+            "mean_entropy": mean(e, n),
+            "mean_max_weight": mean(m, n),
+            "uniform_entropy": mean(uniform, n_queries),
+            "n_rows": int(n),
+            "zero_rows": int(z),
+        }
+        for (layer, stage), sums in totals.items()
+        for head, (e, m, n, z) in enumerate(sums.T)
+    ]
     return pd.DataFrame(rows, columns=STAT_COLUMNS)
 
 
@@ -131,9 +143,11 @@ def _numpy(value) -> np.ndarray:
 
 def position_interactions(model) -> dict[int, np.ndarray]:
     """A^p (heads, max_len, max_len) of each layer that has it, by layer number."""
-    return {i: _numpy(layer.modifications["position_interaction"].interactions)
-            for i, layer in enumerate(attention_layers(model), start=1)
-            if "position_interaction" in layer.modifications}
+    return {
+        i: _numpy(layer.modifications["position_interaction"].interactions)
+        for i, layer in enumerate(attention_layers(model), start=1)
+        if "position_interaction" in layer.modifications
+    }
 
 
 def relative_biases(model) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -149,25 +163,36 @@ def relative_biases(model) -> dict[int, tuple[np.ndarray, np.ndarray]]:
             t = layer.max_len
             matrix = _numpy(layer.modifications["relative_bias"].relative_matrix(t, t))
             distances = np.arange(-(t - 1), t)
-            found[i] = distances, np.stack(
-                [[np.diagonal(head, offset=-d).mean() for d in distances] for head in matrix])
+            found[i] = (
+                distances,
+                np.stack([[np.diagonal(head, offset=-d).mean() for d in distances] for head in matrix]),
+            )
     return found
 
 
 def temperatures(model) -> pd.DataFrame:
     """gamma_q, gamma_k, gamma_v per layer and head (empty without +Temp)."""
-    rows = [{"layer": i, "head": h + 1, "gamma_q": q, "gamma_k": k, "gamma_v": v}
-            for i, layer in enumerate(attention_layers(model), start=1) if layer.temperature
-            for h, (q, k, v) in enumerate(_numpy(layer.temperature_weight).T)]
+    rows = [
+        {"layer": i, "head": h + 1, "gamma_q": q, "gamma_k": k, "gamma_v": v}
+        for i, layer in enumerate(attention_layers(model), start=1)
+        if layer.temperature
+        for h, (q, k, v) in enumerate(_numpy(layer.temperature_weight).T)
+    ]
     return pd.DataFrame(rows, columns=["layer", "head", "gamma_q", "gamma_k", "gamma_v"])
 
 
 def conv_kernels(model) -> dict[int, tuple[str, np.ndarray, np.ndarray]]:
     """Per layer with +Conv/+Conv2d: (kind "1d"/"2d", kernel, bias), as the layer stores them
     (1d: (heads, taps, in, out); 2d: (heads, rows, cols))."""
-    return {i: (layer.attention_conv, _numpy(layer.modifications["attention_conv"].kernel),
-                _numpy(layer.modifications["attention_conv"].bias))
-            for i, layer in enumerate(attention_layers(model), start=1) if layer.attention_conv}
+    return {
+        i: (
+            layer.attention_conv,
+            _numpy(layer.modifications["attention_conv"].kernel),
+            _numpy(layer.modifications["attention_conv"].bias),
+        )
+        for i, layer in enumerate(attention_layers(model), start=1)
+        if layer.attention_conv
+    }
 
 
 def position_embedding_similarity(model) -> np.ndarray | None:
@@ -182,8 +207,7 @@ def position_embedding_similarity(model) -> np.ndarray | None:
     return unit @ unit.T
 
 
-def chosen_sentence(run: TrainedRun, sentence: str | None, dev_index: int,
-                    log: Callable[[str], None]) -> list[str]:
+def chosen_sentence(run: TrainedRun, sentence: str | None, dev_index: int, log: Callable[[str], None]) -> list[str]:
     """The tokens whose attention maps are drawn: `sentence`, or the dev split's `dev_index`-th."""
     if sentence is not None:
         tokens = sentence.split()
@@ -192,13 +216,18 @@ def chosen_sentence(run: TrainedRun, sentence: str | None, dev_index: int,
     else:
         dev = dev_sentences(run)
         if not 0 <= dev_index < len(dev):
-            raise ConvattError(f"--dev-index {dev_index} is out of range: the run's dev split has "
-                               f"{len(dev):,} sentences (0 to {len(dev) - 1:,})", run.settings.data)
+            raise ConvattError(
+                f"--dev-index {dev_index} is out of range: the run's dev split has "
+                f"{len(dev):,} sentences (0 to {len(dev) - 1:,})",
+                run.settings.data,
+            )
         tokens = dev[dev_index]
     max_len = run.settings.config.max_len
     if len(tokens) > max_len:
-        log(f"note: the sentence has {len(tokens)} tokens; the model reads {max_len} at a time "
-            f"(as in training), so the maps show its first {max_len}")
+        log(
+            f"note: the sentence has {len(tokens)} tokens; the model reads {max_len} at a time "
+            f"(as in training), so the maps show its first {max_len}"
+        )
         tokens = tokens[:max_len]
     return tokens
 
@@ -208,23 +237,42 @@ def _weight_figures(run: TrainedRun, label: str) -> list[tuple[str, object | Non
     from convatt.trained import inspection_figures as figures
 
     model, variant = run.model, run.settings.variant
-    ap, rb, temp, conv = (position_interactions(model), relative_biases(model), temperatures(model),
-                          conv_kernels(model))
+    ap, rb, temp, conv = (
+        position_interactions(model),
+        relative_biases(model),
+        temperatures(model),
+        conv_kernels(model),
+    )
     similarity = position_embedding_similarity(model)
     items = [
-        ("position_interactions", figures.position_interactions(ap, label) if ap else None,
-         f"{variant} has no position interactions A^p (+P)"),
-        ("relative_biases", figures.relative_biases(rb, label) if rb else None, f"{variant} has no relative biases (+R)"),
-        ("temperatures", None if temp.empty else figures.temperatures(temp, label),
-         f"{variant} has no learnable temperature (+Temp)"),
-        ("position_embedding_similarity", None if similarity is None else
-         figures.position_embedding_similarity(similarity, label), f"{variant} has no learned position embeddings"),
+        (
+            "position_interactions",
+            figures.position_interactions(ap, label) if ap else None,
+            f"{variant} has no position interactions A^p (+P)",
+        ),
+        (
+            "relative_biases",
+            figures.relative_biases(rb, label) if rb else None,
+            f"{variant} has no relative biases (+R)",
+        ),
+        (
+            "temperatures",
+            None if temp.empty else figures.temperatures(temp, label),
+            f"{variant} has no learnable temperature (+Temp)",
+        ),
+        (
+            "position_embedding_similarity",
+            None if similarity is None else figures.position_embedding_similarity(similarity, label),
+            f"{variant} has no learned position embeddings",
+        ),
     ]
     if any(kind == "2d" for kind, _, _ in conv.values()):
         items.append(("conv_kernels", figures.conv2d_kernels(conv, label), ""))
     elif conv:
-        items += [(f"conv_kernels_layer{layer}", figures.conv1d_kernels(layer, kernel, label), "")
-                  for layer, (_, kernel, _) in conv.items()]
+        items += [
+            (f"conv_kernels_layer{layer}", figures.conv1d_kernels(layer, kernel, label), "")
+            for layer, (_, kernel, _) in conv.items()
+        ]
     else:
         items.append(("conv_kernels", None, f"{variant} has no attention convolution (+Conv, +Conv2d)"))
     return items
@@ -242,13 +290,18 @@ def _map_figures(run: TrainedRun, tokens: list[str], label: str) -> list[tuple[s
     return items
 
 
-def inspect_run(run: str | os.PathLike, out: str | os.PathLike, sentence: str | None = None,
-                dev_index: int = 0, log: Callable[[str], None] = print) -> list[Path]:
+def inspect_run(
+    run: str | os.PathLike,
+    out: str | os.PathLike,
+    sentence: str | None = None,
+    dev_index: int = 0,
+    log: Callable[[str], None] = print,
+) -> list[Path]:
     """Write the figures (PNG and PDF) and attention_statistics.csv of a run to `out`; return the files."""
-    from convatt.trained import inspection_figures as figures
-    from convatt.results.plots import save
     from convatt.results.frames import label_of
+    from convatt.results.plots import save
     from convatt.run.storage import write_text
+    from convatt.trained import inspection_figures as figures
 
     trained = load_run(run)
     label = label_of(trained.settings.variant)

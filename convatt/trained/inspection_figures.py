@@ -2,6 +2,7 @@
 
 Matplotlib `Figure`s made without pyplot (Agg), as in `convatt.results.plots`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -102,8 +103,9 @@ def conv1d_kernels(layer: int, kernel: np.ndarray, label: str) -> Figure:
     return fig
 
 
-def attention_maps(layer: int, tokens: list[str], softmax: np.ndarray, convolved: np.ndarray | None,
-                   label: str) -> Figure:
+def attention_maps(
+    layer: int, tokens: list[str], softmax: np.ndarray, convolved: np.ndarray | None, label: str
+) -> Figure:
     """One sentence's attention per head (columns), softmax and after the convolution (rows).
 
     softmax, convolved: (heads, t, t); drawn for the sentence's tokens (queries and
@@ -115,8 +117,9 @@ def attention_maps(layer: int, tokens: list[str], softmax: np.ndarray, convolved
     for row, (stage, maps) in zip(axes, stages):
         for h, ax in enumerate(row):
             pad_share = maps[h, :n, n:].sum() / max(maps[h, :n].sum(), 1e-12)
-            _heatmap(fig, ax, maps[h, :n, :n], f"head {h + 1}, {stage} (PAD keys: {100 * pad_share:.0f}%)",
-                     symmetric=False)
+            _heatmap(
+                fig, ax, maps[h, :n, :n], f"head {h + 1}, {stage} (PAD keys: {100 * pad_share:.0f}%)", symmetric=False
+            )
             ax.set_xticks(range(n), tokens, rotation=90, fontsize=6)
             ax.set_yticks(range(n), tokens, fontsize=6)
     _title(fig, f"{label}: layer {layer} attention (rows: queries, columns: keys)")

@@ -3,6 +3,7 @@
 `convatt tag` and `convatt inspect` read a run directory only through this module,
 so a change of the run-directory schema is made here once.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,8 @@ from pathlib import Path
 
 from convatt.data import Vocabularies
 from convatt.errors import ConvattError
-from convatt.run.schema import RunConfig
 from convatt.model.variants import TaggerConfig, make_config
+from convatt.run.schema import RunConfig
 
 RUN_FILES = ("config.json", "vocab.json", "model.keras")
 

@@ -8,16 +8,17 @@ pieces), and a word longer than `max_word_len` reaches the char CNN as its first
 reported on standard error, never silent. Tags are the best of the run's real
 tags: the labels `<PAD>` and `<OOV>` are never written.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from convatt.data.batching import iterate_batches
 from convatt.data import EncodedSplit, Vocabularies, encode_split
+from convatt.data.batching import iterate_batches
 from convatt.data.untagged import Block
 from convatt.data.vocab import OOV_ID
 from convatt.model.variants import TaggerConfig
@@ -33,21 +34,23 @@ class TaggingStats:
 
     def summary(self, load_seconds: float | None = None) -> str:
         rate = lambda n: n / max(self.seconds, 1e-9)
-        text = (f"tagged {self.sentences:,} sentences ({self.tokens:,} tokens) in {self.seconds:.2f} s: "
-                f"{rate(self.sentences):,.1f} sentences/s, {rate(self.tokens):,.0f} tokens/s")
+        text = (
+            f"tagged {self.sentences:,} sentences ({self.tokens:,} tokens) in {self.seconds:.2f} s: "
+            f"{rate(self.sentences):,.1f} sentences/s, {rate(self.tokens):,.0f} tokens/s"
+        )
         return text + (f" (model loaded in {load_seconds:.1f} s)" if load_seconds is not None else "")
 
 
 def predict_tag_ids(model, split: EncodedSplit, batch_size: int = 256) -> np.ndarray:
     """(n, t) ids of the most probable real tag (never <PAD> = 0 or <OOV> = 1)."""
     batches = iterate_batches(split, batch_size, few_shapes=bool(getattr(model, "jit_compile", False)))
-    out = [np.argmax(np.asarray(model.predict_on_batch(x))[..., OOV_ID + 1:], axis=-1) + OOV_ID + 1
-           for x, _, _ in batches]
+    out = [
+        np.argmax(np.asarray(model.predict_on_batch(x))[..., OOV_ID + 1 :], axis=-1) + OOV_ID + 1 for x, _, _ in batches
+    ]
     return np.concatenate(out) if out else np.zeros(split.words.shape, dtype=np.int64)
 
 
-def tag_sentences(model, vocab: Vocabularies, config: TaggerConfig,
-                  sentences: list[list[str]]) -> list[list[str]]:
+def tag_sentences(model, vocab: Vocabularies, config: TaggerConfig, sentences: list[list[str]]) -> list[list[str]]:
     """The tag of every token of every sentence, however long."""
     untagged = [[(form, "") for form in forms] for forms in sentences]
     split = encode_split(untagged, vocab, config.max_len, config.max_word_len)
@@ -57,8 +60,9 @@ def tag_sentences(model, vocab: Vocabularies, config: TaggerConfig,
     return [list(piece) for piece in np.split(names, ends[:-1])] if sentences else []
 
 
-def tag_blocks(model, vocab: Vocabularies, config: TaggerConfig, column: str,
-               blocks: list[Block]) -> tuple[str, TaggingStats]:
+def tag_blocks(
+    model, vocab: Vocabularies, config: TaggerConfig, column: str, blocks: list[Block]
+) -> tuple[str, TaggingStats]:
     """CoNLL-U text of `blocks` with `column` ("upos"/"xpos") filled in, and what it took."""
     start = time.perf_counter()
     sentences = [b.forms for b in blocks if b.forms]
@@ -68,7 +72,9 @@ def tag_blocks(model, vocab: Vocabularies, config: TaggerConfig, column: str,
         lines = block.tagged(next(tags), column) if block.forms else block.lines
         out.append("\n".join(lines) + "\n\n")
     stats = TaggingStats(
-        sentences=len(sentences), tokens=sum(map(len, sentences)), seconds=time.perf_counter() - start,
+        sentences=len(sentences),
+        tokens=sum(map(len, sentences)),
+        seconds=time.perf_counter() - start,
         long_sentences=sum(len(s) > config.max_len for s in sentences),
         long_words=sum(len(w) > config.max_word_len for s in sentences for w in s),
     )
@@ -79,12 +85,16 @@ def notes(stats: TaggingStats, config: TaggerConfig) -> list[str]:
     """What the encoding did to long input, as training does it."""
     found = []
     if stats.long_sentences:
-        found.append(f"{stats.long_sentences:,} sentence(s) longer than {config.max_len} tokens were tagged in "
-                     f"consecutive pieces of at most {config.max_len} tokens, as in training "
-                     "(attention does not cross the pieces)")
+        found.append(
+            f"{stats.long_sentences:,} sentence(s) longer than {config.max_len} tokens were tagged in "
+            f"consecutive pieces of at most {config.max_len} tokens, as in training "
+            "(attention does not cross the pieces)"
+        )
     if stats.long_words:
-        found.append(f"{stats.long_words:,} token(s) longer than {config.max_word_len} characters: the char CNN "
-                     f"reads their first {config.max_word_len} characters, as in training")
+        found.append(
+            f"{stats.long_words:,} token(s) longer than {config.max_word_len} characters: the char CNN "
+            f"reads their first {config.max_word_len} characters, as in training"
+        )
     return found
 
 
@@ -100,6 +110,5 @@ def tag_run(run, blocks: list[Block], log: Callable[[str], None]) -> str:
     text, stats = tag_blocks(model, vocab, settings.config, settings.tag_column, blocks)
     for note in notes(stats, settings.config):
         log(f"note: {note}")
-    log(f"{stats.summary(load_seconds)}; {settings.tag_column.upper()} from {settings.variant} "
-        f"({settings.preset} run)")
+    log(f"{stats.summary(load_seconds)}; {settings.tag_column.upper()} from {settings.variant} ({settings.preset} run)")
     return text

@@ -5,6 +5,7 @@ the main thread happens to be, and a backend can swallow it there (JAX runs a
 garbage-collection callback that ignores exceptions), so the CLI also sets a flag
 here, and long loops call `check()` after each step to stop at the next one.
 """
+
 from __future__ import annotations
 
 import threading

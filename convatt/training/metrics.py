@@ -5,6 +5,7 @@
 - ambiguous: over in-vocabulary tokens whose word has more than one tag in training.
 A group with no tokens has accuracy None (not 0, not NaN).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,13 @@ def _accuracy(correct: np.ndarray, where: np.ndarray) -> float | None:
     return None if n == 0 else float(correct[where].sum() / n)
 
 
-def accuracy_report(predicted: np.ndarray, gold: np.ndarray, oov: np.ndarray, ambiguous: np.ndarray,
-                    tag_names: list[str] | tuple[str, ...] | None = None) -> dict:
+def accuracy_report(
+    predicted: np.ndarray,
+    gold: np.ndarray,
+    oov: np.ndarray,
+    ambiguous: np.ndarray,
+    tag_names: list[str] | tuple[str, ...] | None = None,
+) -> dict:
     """Accuracies of `predicted` tag ids against `gold` ids (0 = PAD, ignored).
 
     Args:
@@ -37,9 +43,7 @@ def accuracy_report(predicted: np.ndarray, gold: np.ndarray, oov: np.ndarray, am
         "n_ambiguous": int((valid & ambiguous).sum()),
     }
     if tag_names is not None:
-        report["per_tag"] = {
-            tag_names[i]: _accuracy(correct, gold == i) for i in np.unique(gold[valid]).tolist()
-        }
+        report["per_tag"] = {tag_names[i]: _accuracy(correct, gold == i) for i in np.unique(gold[valid]).tolist()}
     return report
 
 
@@ -60,6 +64,6 @@ def batch_mean_accuracy(predicted: np.ndarray, gold: np.ndarray, batch_size: int
     n = len(gold)
     total = 0.0
     for start in range(0, n, batch_size):
-        p, g = predicted[start:start + batch_size], gold[start:start + batch_size]
+        p, g = predicted[start : start + batch_size], gold[start : start + batch_size]
         total += token_accuracy(p, g) * len(g)
     return total / max(n, 1)

@@ -1,4 +1,5 @@
 """RMSprop as Keras 2.2.4 computed it, the optimizer of the paper's code."""
+
 from __future__ import annotations
 
 import keras
@@ -35,8 +36,9 @@ class RMSpropKeras2(keras.optimizers.RMSprop):
     ```
     """
 
-    def __init__(self, learning_rate=0.001, rho: float = 0.9, epsilon: float = 1e-7,
-                 name: str = "rmsprop_keras2", **kwargs):
+    def __init__(
+        self, learning_rate=0.001, rho: float = 0.9, epsilon: float = 1e-7, name: str = "rmsprop_keras2", **kwargs
+    ):
         if kwargs.get("momentum") or kwargs.get("centered"):
             raise ValueError("RMSpropKeras2 has no momentum and is not centered (Keras 2.2.4 had neither)")
         kwargs.pop("momentum", None)
@@ -47,7 +49,8 @@ class RMSpropKeras2(keras.optimizers.RMSprop):
         lr = ops.cast(learning_rate, variable.dtype)
         gradient = ops.cast(ops.convert_to_tensor(gradient), variable.dtype)
         velocity = self._velocities[self._get_variable_index(variable)]
-        self.assign(velocity, ops.add(ops.multiply(self.rho, velocity),
-                                      ops.multiply(1 - self.rho, ops.square(gradient))))
+        self.assign(
+            velocity, ops.add(ops.multiply(self.rho, velocity), ops.multiply(1 - self.rho, ops.square(gradient)))
+        )
         step = ops.divide(ops.multiply(lr, gradient), ops.add(ops.sqrt(velocity), self.epsilon))
         self.assign_sub(variable, step)

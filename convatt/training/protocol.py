@@ -25,6 +25,7 @@ text and Keras 3's defaults give in several places. Each place is one field of
 `Protocol.named("keras3")` is the whole modern alternative; any field can be set on
 its own for ablations. Reported test metrics are exact under both.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,14 +60,14 @@ class Protocol:
         return list(dataclasses.fields(cls))
 
     @classmethod
-    def named(cls, name: str) -> "Protocol":
+    def named(cls, name: str) -> Protocol:
         """The whole original (`"original"`) or modern (`"keras3"`) protocol."""
         if name not in PROTOCOL_NAMES:
             raise ConvattError(f"unknown protocol {name!r}: expected one of {', '.join(PROTOCOL_NAMES)}")
         return cls(**{f.name: f.metadata["choices"][name] for f in cls.items()})
 
     @classmethod
-    def from_dict(cls, data: dict, where=None) -> "Protocol":
+    def from_dict(cls, data: dict, where=None) -> Protocol:
         """Read `to_dict`'s form, checking every value."""
         unknown = set(data) - {f.name for f in cls.items()}
         if unknown:
@@ -78,7 +79,7 @@ class Protocol:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def with_overrides(self, **values: str | None) -> "Protocol":
+    def with_overrides(self, **values: str | None) -> Protocol:
         """This protocol with some items set (None: keep)."""
         changed = dataclasses.replace(self, **{k: v for k, v in values.items() if v is not None})
         changed.check()
@@ -88,12 +89,13 @@ class Protocol:
         for f in self.items():
             allowed = tuple(f.metadata["choices"].values())
             if getattr(self, f.name) not in allowed:
-                raise ConvattError(f"protocol item {f.name} must be one of {', '.join(allowed)}, "
-                                   f"not {getattr(self, f.name)!r}", where)
+                raise ConvattError(
+                    f"protocol item {f.name} must be one of {', '.join(allowed)}, not {getattr(self, f.name)!r}", where
+                )
 
     @property
     def name(self) -> str | None:
-        """"original" or "keras3" when every item is that protocol's, else None (mixed)."""
+        """ "original" or "keras3" when every item is that protocol's, else None (mixed)."""
         for name in PROTOCOL_NAMES:
             if self == Protocol.named(name):
                 return name
@@ -104,8 +106,9 @@ class Protocol:
         if self.name:
             return self.name
         base = Protocol.named(ORIGINAL)
-        changed = [f"{f.name}={getattr(self, f.name)}" for f in self.items()
-                   if getattr(self, f.name) != getattr(base, f.name)]
+        changed = [
+            f"{f.name}={getattr(self, f.name)}" for f in self.items() if getattr(self, f.name) != getattr(base, f.name)
+        ]
         return "original with " + ", ".join(changed)
 
 

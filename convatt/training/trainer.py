@@ -18,39 +18,54 @@ Run directory (its JSON files typed in `convatt.run.schema`):
 A rerun with the same options resumes from the last finished epoch; a run that is
 killed loses at most the epoch in progress.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import keras
 import numpy as np
 
 from convatt import __version__
-from convatt.training import interrupt
-from convatt.run import provenance
-from convatt.data.batching import iterate_batches
 from convatt.data import (
-    EncodedSplit, Vocabularies, build_vocabularies, corpus_files, encode_split, load_corpus, load_word_vectors,
+    EncodedSplit,
+    Vocabularies,
+    build_vocabularies,
+    corpus_files,
+    encode_split,
+    load_corpus,
+    load_word_vectors,
 )
+from convatt.data.batching import iterate_batches
 from convatt.errors import ConvattError
-from convatt.run.fingerprint import DataFingerprint
-from convatt.training.metrics import batch_mean_accuracy, token_accuracy
-from convatt.model.tagger import build_tagger, count_parameters
 from convatt.model.prediction import evaluate, predict_tags
-from convatt.training.protocol import Protocol
-from convatt.run.modelfiles import check_weights_file, load_keras_model
-from convatt.run.storage import (
-    CHECKPOINT_FILE, RUN_FILES, foreign_entries, os_error_reason, read_json, remove_temporaries, run_lock,
-    write_atomically, write_csv, write_json,
-)
-from convatt.run.schema import CONFIG_FILE, FINGERPRINT_KEY, RESULT_FILE, RunConfig, RunResult, check_types
+from convatt.model.tagger import build_tagger, count_parameters
 from convatt.model.variants import TaggerConfig, make_config
+from convatt.run import provenance
+from convatt.run.fingerprint import DataFingerprint
+from convatt.run.modelfiles import check_weights_file, load_keras_model
+from convatt.run.schema import CONFIG_FILE, FINGERPRINT_KEY, RESULT_FILE, RunConfig, RunResult, check_types
+from convatt.run.storage import (
+    CHECKPOINT_FILE,
+    RUN_FILES,
+    foreign_entries,
+    os_error_reason,
+    read_json,
+    remove_temporaries,
+    run_lock,
+    write_atomically,
+    write_csv,
+    write_json,
+)
+from convatt.training import interrupt
+from convatt.training.metrics import batch_mean_accuracy, token_accuracy
+from convatt.training.protocol import Protocol
 
 HISTORY_COLUMNS = ["epoch", "loss", "train_accuracy", "dev_accuracy", "dev_batch_mean_accuracy", "seconds"]
 CURVE_COLUMNS = ["step", "epoch", "dev_accuracy", "dev_batch_mean_accuracy"]
@@ -78,31 +93,55 @@ def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
     """Read the corpus, build vocabularies, encode, and load word vectors."""
     corpus = load_corpus(run.preset, run.data)
     if run.limit:
-        corpus = dataclasses.replace(corpus, train=corpus.train[: run.limit], dev=corpus.dev[: run.limit],
-                                     test=corpus.test[: run.limit])
+        corpus = dataclasses.replace(
+            corpus, train=corpus.train[: run.limit], dev=corpus.dev[: run.limit], test=corpus.test[: run.limit]
+        )
     vocab = build_vocabularies(corpus, run.preset, run.protocol)
     vectors, vectors_note = None, ""
     if config.pretrained_words:
         if run.embeddings:
-            vectors, found = load_word_vectors(run.embeddings, vocab.words, config.word_dim,
-                                               limit=run.embeddings_limit, seed=run.seed,
-                                               random_pad_row=run.protocol.pad_inputs == "original")
+            vectors, found = load_word_vectors(
+                run.embeddings,
+                vocab.words,
+                config.word_dim,
+                limit=run.embeddings_limit,
+                seed=run.seed,
+                random_pad_row=run.protocol.pad_inputs == "original",
+            )
             vectors_note = f"pretrained vectors for {found:,} of {len(vocab.words):,} words from {run.embeddings}"
         else:
-            vectors_note = ("no --embeddings given: frozen random uniform(-0.05, 0.05) word vectors are used, "
-                            "so the numbers are not comparable to the paper's fastText runs")
+            vectors_note = (
+                "no --embeddings given: frozen random uniform(-0.05, 0.05) word vectors are used, "
+                "so the numbers are not comparable to the paper's fastText runs"
+            )
     note = " ".join(s for s in [corpus.note, f"(--limit {run.limit})" if run.limit else ""] if s)
     encode = lambda sentences: encode_split(sentences, vocab, config.max_len, config.max_word_len)
     splits = {name: encode(getattr(corpus, name)) for name in ("train", "dev", "test")}
-    fingerprint = DataFingerprint.measure(run.data, corpus_files(run.preset, run.data), {
-        "words vocabulary": vocab.words.tokens, "chars vocabulary": vocab.chars.tokens,
-        "tags vocabulary": vocab.tags.tokens, "ambiguous words": sorted(vocab.ambiguous),
-        **{f"{name} split": list(dataclasses.astuple(split)) for name, split in splits.items()},
-        "word vectors": vectors,
-    })
-    return PreparedData(vocab, splits["train"], splits["dev"], splits["test"], corpus.name, note,
-                        corpus.name == "PTB-sample", vectors, vectors_note, fingerprint,
-                        unseen_tags(corpus.train, corpus.dev + corpus.test))
+    fingerprint = DataFingerprint.measure(
+        run.data,
+        corpus_files(run.preset, run.data),
+        {
+            "words vocabulary": vocab.words.tokens,
+            "chars vocabulary": vocab.chars.tokens,
+            "tags vocabulary": vocab.tags.tokens,
+            "ambiguous words": sorted(vocab.ambiguous),
+            **{f"{name} split": list(dataclasses.astuple(split)) for name, split in splits.items()},
+            "word vectors": vectors,
+        },
+    )
+    return PreparedData(
+        vocab,
+        splits["train"],
+        splits["dev"],
+        splits["test"],
+        corpus.name,
+        note,
+        corpus.name == "PTB-sample",
+        vectors,
+        vectors_note,
+        fingerprint,
+        unseen_tags(corpus.train, corpus.dev + corpus.test),
+    )
 
 
 def unseen_tags(train, evaluated) -> dict[str, int]:
@@ -131,7 +170,7 @@ class DevScore:
     batch_mean: float
 
     @classmethod
-    def measure(cls, model: keras.Model, run: RunConfig, dev: EncodedSplit) -> "DevScore":
+    def measure(cls, model: keras.Model, run: RunConfig, dev: EncodedSplit) -> DevScore:
         predicted = predict_tags(model, dev, run.eval_batch_size)
         return cls(token_accuracy(predicted, dev.tags), batch_mean_accuracy(predicted, dev.tags, run.batch_size))
 
@@ -175,7 +214,7 @@ class TrainState:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict, where: Path | None = None) -> "TrainState":
+    def from_json(cls, data: dict, where: Path | None = None) -> TrainState:
         """Read state.json, checking types and that its numbers agree with each other."""
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
@@ -185,11 +224,18 @@ class TrainState:
             if not (isinstance(rows, list) and all(isinstance(r, dict) for r in rows)):
                 raise ConvattError(f"damaged state: {key} is not a list of rows", where)
         state = cls(**values)
-        consistent = (1 <= state.epoch == len(state.history) and 1 <= state.best_epoch <= state.epoch
-                      and 0 <= state.bad_epochs <= state.epoch and state.step >= 0)
+        consistent = (
+            1 <= state.epoch == len(state.history)
+            and 1 <= state.best_epoch <= state.epoch
+            and 0 <= state.bad_epochs <= state.epoch
+            and state.step >= 0
+        )
         if not consistent:
-            raise ConvattError(f"damaged state: epoch {state.epoch}, best epoch {state.best_epoch}, "
-                               f"{len(state.history)} history rows do not agree", where)
+            raise ConvattError(
+                f"damaged state: epoch {state.epoch}, best epoch {state.best_epoch}, "
+                f"{len(state.history)} history rows do not agree",
+                where,
+            )
         return state
 
 
@@ -206,8 +252,10 @@ class Progress:
         if i % self.every and i != self.n:
             return
         rate = i / max(time.perf_counter() - self.start, 1e-9)
-        line = (f"epoch {self.epoch}/{self.epochs}  batch {i}/{self.n}  loss {loss:.4f}  "
-                f"train acc {100 * acc:.2f}%  {rate:.1f} batches/s")
+        line = (
+            f"epoch {self.epoch}/{self.epochs}  batch {i}/{self.n}  loss {loss:.4f}  "
+            f"train acc {100 * acc:.2f}%  {rate:.1f} batches/s"
+        )
         if self.tty:
             print("\r" + line, end="\n" if i == self.n else "", flush=True)
         else:
@@ -247,14 +295,20 @@ def _check_out_dir(out: Path, run: RunConfig) -> None:
     if (out / CONFIG_FILE).exists():
         differ = RunConfig.load(out).differences(run)
         if differ:
-            raise ConvattError(f"this run directory holds a different run ({', '.join(differ)}); "
-                               "use another --out or delete the directory", out / CONFIG_FILE)
+            raise ConvattError(
+                f"this run directory holds a different run ({', '.join(differ)}); "
+                "use another --out or delete the directory",
+                out / CONFIG_FILE,
+            )
         return
     foreign = foreign_entries(out)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise ConvattError(f"--out is not empty and is not a convatt run directory (no config.json; it holds "
-                           f"{shown}); convatt does not write into it: use a new or empty directory", out)
+        raise ConvattError(
+            f"--out is not empty and is not a convatt run directory (no config.json; it holds "
+            f"{shown}); convatt does not write into it: use a new or empty directory",
+            out,
+        )
 
 
 def configure_matmul_precision(protocol: Protocol) -> None:
@@ -290,8 +344,10 @@ class Trainer:
         configure_matmul_precision(run.protocol)
         model, state = self._restore_or_build(data)
         n_params = count_parameters(model)
-        self.log(f"{self.config.variant} ({self.config.spec.label}), {n_params:,} parameters, seed {run.seed}, "
-                 f"protocol {run.protocol.label()}, {run.precision}")
+        self.log(
+            f"{self.config.variant} ({self.config.spec.label}), {n_params:,} parameters, seed {run.seed}, "
+            f"protocol {run.protocol.label()}, {run.precision}"
+        )
         while state.should_continue(run):
             improved = self._train_epoch(model, data, state)
             self._save_checkpoint(model, state, improved)
@@ -313,15 +369,19 @@ class Trainer:
         recorded = read_json(config_path).get(FINGERPRINT_KEY)
         if recorded is None:
             changed = self._changed_vocabularies(data.vocab)
-            self.log("note: this run was started by an older convatt that kept no data fingerprint: "
-                     "resuming with only its vocabularies checked")
+            self.log(
+                "note: this run was started by an older convatt that kept no data fingerprint: "
+                "resuming with only its vocabularies checked"
+            )
         else:
             changed = DataFingerprint.from_json(recorded, config_path).differences(data.fingerprint)
         if changed:
             raise ConvattError(
                 f"the data differ from those this run was trained on ({'; '.join(changed)}), so its "
                 f"checkpoint cannot be resumed: restore the data, or train into another --out (or delete "
-                f"{self.out}) to start over", self.run_config.data)
+                f"{self.out}) to start over",
+                self.run_config.data,
+            )
 
     def _changed_vocabularies(self, now: Vocabularies) -> list[str]:
         """For a run without a fingerprint: which of its saved vocabularies differ from `now`."""
@@ -329,8 +389,11 @@ class Trainer:
         if not path.exists():
             return []
         saved = Vocabularies.load(path)
-        return [f"{name} vocabulary changed" for name in ("words", "chars", "tags")
-                if getattr(saved, name).tokens != getattr(now, name).tokens]
+        return [
+            f"{name} vocabulary changed"
+            for name in ("words", "chars", "tags")
+            if getattr(saved, name).tokens != getattr(now, name).tokens
+        ]
 
     def _remove_checkpoint(self) -> None:
         """Delete the checkpoint's files (only ours) and then the directory, if nothing else is in it."""
@@ -351,26 +414,38 @@ class Trainer:
                 self.log(f"note: {note}")
         data.vocab.save(self.out / "vocab.json")
         v = data.vocab
-        self.log(f"{data.corpus_name}: {len(data.train):,} / {len(data.dev):,} / {len(data.test):,} "
-                 f"train/dev/test sequences; {len(v.words):,} words, {len(v.chars):,} chars, {len(v.tags):,} labels")
+        self.log(
+            f"{data.corpus_name}: {len(data.train):,} / {len(data.dev):,} / {len(data.test):,} "
+            f"train/dev/test sequences; {len(v.words):,} words, {len(v.chars):,} chars, {len(v.tags):,} labels"
+        )
 
     def _restore_or_build(self, data: PreparedData) -> tuple[keras.Model, TrainState]:
         if (self.ckpt / "state.json").exists():  # written last: an epoch's checkpoint is complete
             model, state = self._restore()
-            self.log(f"resuming from epoch {state.epoch} (best dev {100 * state.best_dev:.2f}% "
-                     f"at epoch {state.best_epoch})")
+            self.log(
+                f"resuming from epoch {state.epoch} (best dev {100 * state.best_dev:.2f}% at epoch {state.best_epoch})"
+            )
             return model, state
         keras.utils.set_random_seed(self.run_config.seed)
         v = data.vocab
-        model = build_tagger(self.config, len(v.words), len(v.chars), len(v.tags), data.word_vectors,
-                             jit_compile=self.run_config.jit_compile, protocol=self.run_config.protocol,
-                             dtype_policy=self.run_config.precision)
+        model = build_tagger(
+            self.config,
+            len(v.words),
+            len(v.chars),
+            len(v.tags),
+            data.word_vectors,
+            jit_compile=self.run_config.jit_compile,
+            protocol=self.run_config.protocol,
+            dtype_policy=self.run_config.precision,
+        )
         return model, TrainState()
 
     def _restore(self) -> tuple[keras.Model, TrainState]:
         """The last finished epoch's model and state, every checkpoint file checked first."""
-        remedy = (f"the checkpoint is damaged and older epochs are not kept: delete {self.ckpt} to "
-                  "train this run again from epoch 1")
+        remedy = (
+            f"the checkpoint is damaged and older epochs are not kept: delete {self.ckpt} to "
+            "train this run again from epoch 1"
+        )
         path = self.ckpt / "state.json"
         saved = read_json(path, remedy)
         try:
@@ -415,8 +490,13 @@ class Trainer:
             interrupt.check()
         dev = DevScore.measure(model, run, data.dev)
         seconds = time.perf_counter() - start
-        row = {"epoch": epoch, "loss": round(loss_sum / max(n_batches, 1), 6),
-               "train_accuracy": round(correct / max(tokens, 1), 6), **dev.columns(), "seconds": round(seconds, 2)}
+        row = {
+            "epoch": epoch,
+            "loss": round(loss_sum / max(n_batches, 1), 6),
+            "train_accuracy": round(correct / max(tokens, 1), 6),
+            **dev.columns(),
+            "seconds": round(seconds, 2),
+        }
         improved = state.end_epoch(row, dev.selection(run.protocol), seconds)
         shown = f"dev accuracy {100 * dev.exact:.2f}% (batch mean {100 * dev.batch_mean:.2f}%)"
         self.log(f"epoch {epoch}: {shown}{' (best)' if improved else ''}  {seconds:.1f} s")
@@ -430,17 +510,18 @@ class Trainer:
                 raise
             logs = {"loss": float("nan")}
         if not math.isfinite(logs["loss"]):
-            raise ConvattError(f"the loss became {logs['loss']} at epoch {epoch}, batch {batch}: training "
-                               f"diverged. Epoch {epoch - 1} and earlier are kept; check the data and settings",
-                               self.out)
+            raise ConvattError(
+                f"the loss became {logs['loss']} at epoch {epoch}, batch {batch}: training "
+                f"diverged. Epoch {epoch - 1} and earlier are kept; check the data and settings",
+                self.out,
+            )
         return logs
 
     def _record_curve(self, model: keras.Model, data: PreparedData, state: TrainState, epoch: int) -> None:
         run = self.run_config
         due = run.curve_every and state.step % run.curve_every == 0
         if due and (run.curve_until < 0 or state.step <= run.curve_until):
-            state.curve.append({"step": state.step, "epoch": epoch,
-                                **DevScore.measure(model, run, data.dev).columns()})
+            state.curve.append({"step": state.step, "epoch": epoch, **DevScore.measure(model, run, data.dev).columns()})
 
     def _save_checkpoint(self, model: keras.Model, state: TrainState, improved: bool) -> None:
         """Write the epoch's files under new names, then state.json naming them, then
@@ -461,22 +542,35 @@ class Trainer:
     def _result(self, model: keras.Model, data: PreparedData, state: TrainState, n_params: int) -> RunResult:
         run, tag_names = self.run_config, list(data.vocab.tags.tokens)
         return RunResult(
-            preset=run.preset, variant=run.variant, label=self.config.spec.label, seed=run.seed,
-            corpus=data.corpus_name, is_sample=data.is_sample, corpus_note=data.note,
-            vectors_note=data.vectors_note, mask_padding=run.mask_padding,
+            preset=run.preset,
+            variant=run.variant,
+            label=self.config.spec.label,
+            seed=run.seed,
+            corpus=data.corpus_name,
+            is_sample=data.is_sample,
+            corpus_note=data.note,
+            vectors_note=data.vectors_note,
+            mask_padding=run.mask_padding,
             dev=evaluate(model, data.dev, tag_names, run.eval_batch_size),
             test=evaluate(model, data.test, tag_names, run.eval_batch_size),
-            parameters=n_params, epochs_run=state.epoch, best_epoch=state.best_epoch,
-            wall_seconds=round(state.seconds, 1), backend=keras.backend.backend(),
-            convatt_version=__version__, protocol=run.protocol.label(),
-            source_commit=provenance.source_commit(), machine=provenance.machine(),
+            parameters=n_params,
+            epochs_run=state.epoch,
+            best_epoch=state.best_epoch,
+            wall_seconds=round(state.seconds, 1),
+            backend=keras.backend.backend(),
+            convatt_version=__version__,
+            protocol=run.protocol.label(),
+            source_commit=provenance.source_commit(),
+            machine=provenance.machine(),
         )
 
     def _report(self, result: RunResult, state: TrainState) -> None:
         fmt = lambda v: "n/a" if v is None else f"{100 * v:.2f}"
         t = result.test
-        self.log(f"done: test accuracy all {fmt(t['all'])}  OOV {fmt(t['oov'])}  ambiguous {fmt(t['ambiguous'])}  "
-                 f"(best epoch {state.best_epoch} of {state.epoch}, {state.seconds:.0f} s) -> {self.out}")
+        self.log(
+            f"done: test accuracy all {fmt(t['all'])}  OOV {fmt(t['oov'])}  ambiguous {fmt(t['ambiguous'])}  "
+            f"(best epoch {state.best_epoch} of {state.epoch}, {state.seconds:.0f} s) -> {self.out}"
+        )
 
 
 def _seed_states(model: keras.Model) -> list:
