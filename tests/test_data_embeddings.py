@@ -49,6 +49,22 @@ def test_vec_rows_limit_and_random_rows(tmp_path):
     np.testing.assert_array_equal(zero_pad[1:], matrix[1:])
 
 
+def test_the_oov_row_is_one_oov_words_vector_as_in_the_original(tmp_path):
+    # the original wrote the vector of every OOV corpus word found among the first N
+    # vectors into row 1 (<OOV>); here one of them, drawn with the seed
+    rows = {**ROWS, "zebra": [5.0, 5.0, 5.0, 5.0], "yak": [6.0, 6.0, 6.0, 6.0]}
+    path = write_vec(tmp_path / "v.vec", rows)
+    plain, _ = load_word_vectors(path, VOCAB, dim=4)
+    oov = {"zebra", "yak", "quokka"}  # quokka has no vector
+    drawn = {tuple(load_word_vectors(path, VOCAB, dim=4, seed=s, oov_words=oov)[0][1]) for s in range(12)}
+    assert drawn == {(5.0,) * 4, (6.0,) * 4}  # a real vector, each candidate drawn for some seed
+    matrix, _ = load_word_vectors(path, VOCAB, dim=4, oov_words=oov)
+    np.testing.assert_array_equal(np.delete(matrix, 1, axis=0), np.delete(plain, 1, axis=0))  # other rows as before
+    # past the limit (the original read the first 100,000 vectors), no candidate: random as before
+    limited, _ = load_word_vectors(path, VOCAB, dim=4, limit=5, oov_words=oov)
+    np.testing.assert_array_equal(limited[1], load_word_vectors(path, VOCAB, dim=4, limit=5)[0][1])
+
+
 def test_vec_without_limit_and_gzipped(tmp_path):
     plain = write_vec(tmp_path / "v.vec")
     gz = tmp_path / "v.vec.gz"

@@ -63,3 +63,49 @@ def test_a_model_saved_with_it_resumes_with_its_state(tmp_path):
     assert isinstance(loaded.optimizer, RMSpropKeras2)
     for a, b in zip(model.optimizer.variables, loaded.optimizer.variables):
         np.testing.assert_allclose(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
+
+
+def keras2_rows(table, ids, upstream, steps, lr=1e-3, rho=0.9, eps=1e-7):
+    """Keras 2.2.4 on an embedding: the dense gradient (each id's upstream values summed
+    into its row), squared as a whole, `steps` times with the same gradient."""
+    grad = np.zeros_like(table)
+    np.add.at(grad, ids, upstream)
+    return keras2_rmsprop(table, [grad] * steps, lr, rho, eps)
+
+
+def embedding_step(ids, upstream, table, steps):
+    """The rows after `steps` steps of RMSpropKeras2 on loss = sum(embedding(ids) * upstream):
+    under TensorFlow the gradient reaches the optimizer as IndexedSlices, one slice per id."""
+    layer = keras.layers.Embedding(*table.shape, embeddings_initializer=keras.initializers.Constant(table))
+    model = keras.Sequential([keras.Input((len(ids),), dtype="int32"), layer])
+    model.compile(optimizer=RMSpropKeras2(), loss=lambda y_true, y_pred: keras.ops.sum(y_pred * y_true))
+    for _ in range(steps):
+        model.train_on_batch(np.asarray([ids], "int32"), upstream[None].astype("float32"))
+    return keras.ops.convert_to_numpy(layer.embeddings)
+
+
+def test_repeated_embedding_rows_step_as_keras_2_2_4s_dense_rule():
+    # row 0 occurs 100 times (a PAD row), row 1 once, row 2 never: the dense rule moves
+    # row 0 by about lr per step, not sqrt(100) times that
+    rng = np.random.default_rng(2)
+    table = rng.normal(size=(3, 4)).astype("float32")
+    ids = np.array([0] * 100 + [1])
+    upstream = np.full((101, 4), 0.01, "float32")
+    got = embedding_step(ids, upstream, table, steps=3)
+    want = keras2_rows(table.astype("float64"), ids, upstream.astype("float64"), steps=3)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert np.abs(got[0] - table[0]).max() < 0.01  # 0.0074; squared slice by slice: ~0.074
+    np.testing.assert_array_equal(got[2], table[2])  # a row without gradient does not move
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="IndexedSlices exist under TensorFlow only")
+def test_indexed_slices_with_repeated_rows_are_summed_before_squaring():
+    import tensorflow as tf
+
+    # 100 slices of 0.01 for row 0: one dense gradient of 1.0 -> a step of lr / sqrt(0.1)
+    slices = tf.IndexedSlices(tf.fill((100, 1), 0.01), tf.zeros((100,), "int64"), tf.constant([2, 1], "int64"))
+    variable = keras.Variable(np.zeros((2, 1), "float32"))
+    RMSpropKeras2().apply_gradients([(slices, variable)])
+    step = keras.ops.convert_to_numpy(variable)
+    np.testing.assert_allclose(step[0], -1e-3 / (np.sqrt(0.1) + 1e-7), rtol=1e-5)  # 0.00316, not 0.0316
+    assert step[1] == 0

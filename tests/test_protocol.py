@@ -14,7 +14,7 @@ from convatt.data.batching import iterate_batches
 from convatt.errors import ConvattError
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import make_config
-from convatt.run.schema import RunConfig, Setting
+from convatt.run.schema import COMPUTATION, COMPUTATION_BEFORE_SPARSE_FIX, RunConfig, Setting
 from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
 
 
@@ -52,10 +52,36 @@ def test_runs_before_protocols_load_as_keras3():
     config = RunConfig.from_json(old)
     assert config.protocol == Protocol.named("keras3") and config.setting == Setting(protocol="keras3")
     new = RunConfig(preset="ud", variant="san", seed=1, data="d", out="o")
-    assert config.differences(new) == ["protocol: keras3 -> original"]
+    assert config.differences(new) == ["protocol: keras3 -> original", "computation: 1 -> 2"]
     assert RunConfig.from_json(json.loads(json.dumps(new.to_json()))) == new
     assert new.setting.is_paper and new.setting.label() == ""
     assert Setting("keras3", True, 200, 5).label() == "keras3, mask, limit 200, max 5 epochs"
+
+
+def test_an_item_an_older_run_did_not_record_takes_its_protocols_choice():
+    keras3 = Protocol.named("keras3").to_dict()
+    del keras3["oov_vector"]
+    assert Protocol.from_dict(keras3) == Protocol.named("keras3")
+    original = Protocol.named("original").to_dict()
+    del original["oov_vector"]
+    assert Protocol.from_dict(original) == Protocol.named("original")
+    mixed = {**original, "optimizer": "keras3-rmsprop"}
+    assert Protocol.from_dict(mixed).oov_vector == "oov-word"
+
+
+def test_runs_before_the_sparse_rmsprop_fix_are_another_setting():
+    # trained under the original protocol before an embedding's repeated rows were summed
+    # before squaring: never averaged with later runs, and never resumed by this code
+    before = RunConfig(preset="ud", variant="san", seed=1, data="d", out="o").to_json()
+    del before["computation"]
+    config = RunConfig.from_json(before)
+    assert config.computation == COMPUTATION_BEFORE_SPARSE_FIX < COMPUTATION
+    assert config.setting.label() == "RMSprop per slice" and not config.setting.is_paper
+    now = RunConfig(preset="ud", variant="san", seed=1, data="d", out="o")
+    assert now.differences(config) == [f"computation: {COMPUTATION} -> {COMPUTATION_BEFORE_SPARSE_FIX}"]
+    # Keras 3's RMSprop was never ours: its runs computed the same before and after
+    keras3 = RunConfig.from_json({**before, "protocol": Protocol.named("keras3").to_dict()})
+    assert keras3.setting == Setting(protocol="keras3")
 
 
 def _padded_batch(protocol: Protocol):

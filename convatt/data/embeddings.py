@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ def load_word_vectors(
     limit: int | None = 100_000,
     seed: int = 0,
     random_pad_row: bool = True,
+    oov_words: Iterable[str] = (),
 ) -> tuple[np.ndarray, int]:
     """An embedding matrix (len(vocab), dim) float32 for `vocab`, and how many words had a vector.
 
@@ -32,6 +34,9 @@ def load_word_vectors(
     Vocabulary words without a vector (and <OOV>) get seeded uniform(-0.05, 0.05)
     rows; so does row 0 (<PAD>), as in the original code (pads take part in
     attention, so their vector matters), unless `random_pad_row=False` (zeros).
+    `oov_words` (the original protocol: the corpus words outside `vocab`): row 1
+    (<OOV>) is the vector of one of those found among the vectors read, drawn with
+    `seed`, as the original's `load_word_embeddings` wrote each of them into row 1.
     """
     path = existing_file(path)
     if limit is not None and limit < 1:
@@ -47,10 +52,19 @@ def load_word_vectors(
         if word in vectors:  # .bin: any word with character n-grams
             matrix[i] = vectors[word]
             found += 1
+    oov_word = _drawn_oov_word(oov_words, vectors, rng)
+    if oov_word is not None:
+        matrix[OOV_ID] = vectors[oov_word]
     bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
     if bad.size:
         raise ConvattError(f"the vector of {vocab.tokens[bad[0]]!r} holds NaN or infinite values", path)
     return matrix, found
+
+
+def _drawn_oov_word(oov_words: Iterable[str], vectors, rng: np.random.Generator) -> str | None:
+    """One of `oov_words` that has a vector of its own (not built from subwords), or None."""
+    candidates = sorted({w for w in oov_words if w in vectors.key_to_index})
+    return candidates[rng.integers(len(candidates))] if candidates else None
 
 
 def _load_bin(path: Path, dim: int):

@@ -24,6 +24,12 @@ from convatt.training.protocol import DEFAULT_PROTOCOL, LEGACY_PROTOCOL, ORIGINA
 CONFIG_FORMAT = "convatt-run"
 SCHEMA_VERSION = 2
 PAPER_EPOCHS = 100
+# Which computation of Keras 2.2.4's RMSprop a run trained with. 2: an embedding's sparse
+# gradient is summed per row before it is squared, as Keras 2.2.4 did. 1 (config.json
+# without "computation", trained before 2026-11-24): each slice squared on its own, up to
+# sqrt(n) times the step for a row that occurs n times in a batch (TensorFlow only).
+COMPUTATION = 2
+COMPUTATION_BEFORE_SPARSE_FIX = 1
 CONFIG_FILE, RESULT_FILE = "config.json", "result.json"
 LEGACY_KEYS = ("preset", "variant", "seed", "data")  # what a config.json without "format" must hold
 FINGERPRINT_KEY = "data_fingerprint"  # beside the options in config.json (convatt.run.fingerprint)
@@ -68,6 +74,7 @@ class RunConfig:
     jit_compile: bool | str = "auto"
     protocol: Protocol = DEFAULT_PROTOCOL
     precision: str = "float32"  # a Keras dtype policy: float32 (the paper's), mixed_bfloat16, mixed_float16
+    computation: int = COMPUTATION  # not an option: what the code computes (see COMPUTATION)
 
     # Options that may change between a run and its resumption.
     RESUMABLE_CHANGES = ("epochs", "out", "eval_batch_size", "jit_compile")
@@ -89,6 +96,7 @@ class RunConfig:
         if protocol is not None and not isinstance(protocol, dict):
             raise ConvattError(f"damaged run configuration: protocol is {protocol!r}, expected an object", where)
         values["protocol"] = LEGACY_PROTOCOL if protocol is None else Protocol.from_dict(protocol, where)
+        values.setdefault("computation", COMPUTATION_BEFORE_SPARSE_FIX)
         try:
             return cls(**values)
         except TypeError as e:
@@ -159,6 +167,7 @@ class RunConfig:
             limit=self.limit,
             max_epochs=self.epochs if self.epochs < PAPER_EPOCHS else None,
             precision=self.precision,
+            computation=self.computation if self.protocol.optimizer == "keras2-rmsprop" else COMPUTATION,
         )
 
 
@@ -201,6 +210,7 @@ class Setting:
     limit: int | None = None
     max_epochs: int | None = None  # None: the paper's 100
     precision: str = "float32"
+    computation: int = COMPUTATION  # an older one: trained before a fix that changed the numbers
 
     @property
     def is_paper(self) -> bool:
@@ -217,6 +227,8 @@ class Setting:
             parts.append(f"limit {self.limit}")
         if self.max_epochs is not None:
             parts.append(f"max {self.max_epochs} epoch{'' if self.max_epochs == 1 else 's'}")
+        if self.computation == COMPUTATION_BEFORE_SPARSE_FIX:
+            parts.append("RMSprop per slice")
         return parts
 
     def label(self) -> str:

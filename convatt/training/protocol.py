@@ -20,6 +20,13 @@ text and Keras 3's defaults give in several places. Each place is one field of
                        splits (original), or chars and labels of train only
     matmul_precision   float32 matmuls in full precision (TF 1.15 had no TF32) or the
                        backend's default (TF32 on recent NVIDIA GPUs)
+    oov_vector         with pretrained vectors, the frozen <OOV> row: the vector of one
+                       out-of-vocabulary corpus word found among the vectors read (the
+                       original's `word2index` is a defaultdict that inserts every OOV
+                       word as id 1, so `load_word_embeddings` writes their vectors into
+                       row 1 and the last one wins, in an order Python's string hashing
+                       randomises per process; here: one of them drawn with the run's
+                       seed), or a random uniform(-0.05, 0.05) row
 
 `Protocol.named("original")` is the default of `convatt train` and the grids;
 `Protocol.named("keras3")` is the whole modern alternative; any field can be set on
@@ -54,6 +61,7 @@ class Protocol:
     attention_init: str = _item("glorot_normal", "glorot_uniform", "initializer of W_q, W_k, W_v")
     vocabulary: str = _item("original", "train", "chars and labels as the original counts them, or of train")
     matmul_precision: str = _item("highest", "default", "float32 matmuls: full precision or the backend's (TF32)")
+    oov_vector: str = _item("oov-word", "random", "with pretrained vectors, <OOV>: an OOV word's vector, or random")
 
     @classmethod
     def items(cls) -> list[dataclasses.Field]:
@@ -72,9 +80,20 @@ class Protocol:
         unknown = set(data) - {f.name for f in cls.items()}
         if unknown:
             raise ConvattError(f"unknown protocol item(s): {', '.join(sorted(unknown))}", where)
-        protocol = cls(**{f.name: data.get(f.name, f.default) for f in cls.items()})
+        base = cls._base_of(data)
+        protocol = cls(**{f.name: data.get(f.name, getattr(base, f.name)) for f in cls.items()})
         protocol.check(where)
         return protocol
+
+    @classmethod
+    def _base_of(cls, data: dict) -> Protocol:
+        """The named protocol whose choices all of `data`'s items are: it fills the items an
+        older run did not record (a keras3 run stays keras3), the original's otherwise."""
+        for name in (KERAS3, ORIGINAL):
+            named = cls.named(name)
+            if data and all(getattr(named, k) == v for k, v in data.items()):
+                return named
+        return cls.named(ORIGINAL)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

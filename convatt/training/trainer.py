@@ -89,6 +89,11 @@ class PreparedData:
     unseen_tags: dict[str, int]  # tags of dev/test never seen in training -> their token count
 
 
+def out_of_vocabulary(corpus, words) -> set[str]:
+    """The words of every split that `words` does not hold (the original inserted them all as id 1)."""
+    return {w for split in (corpus.train, corpus.dev, corpus.test) for s in split for w, _ in s} - set(words.tokens)
+
+
 def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
     """Read the corpus, build vocabularies, encode, and load word vectors."""
     corpus = load_corpus(run.preset, run.data)
@@ -107,6 +112,7 @@ def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
                 limit=run.embeddings_limit,
                 seed=run.seed,
                 random_pad_row=run.protocol.pad_inputs == "original",
+                oov_words=out_of_vocabulary(corpus, vocab.words) if run.protocol.oov_vector == "oov-word" else (),
             )
             vectors_note = f"pretrained vectors for {found:,} of {len(vocab.words):,} words from {run.embeddings}"
         else:
