@@ -1,6 +1,9 @@
 # convatt: the paper's experiment grid, its tables and plots, and the tests.
 #
 #   make ptb-all        Table 2b/2a: 9 variants x SEEDS on PTB_DIR             (27 runs)
+#   make ud-data        UD 2.2 for the paper's 47 treebanks into UD_DATA_DIR (the LINDAT
+#                       tarball, or GitHub with UD_DATA_FLAGS="--source git"); then
+#                       make ud-all UD_DIR=data/ud-2.2
 #   make ud-all         Table 2c/2d: 5 variants x the paper's 47 treebanks found
 #                       under UD_DIR x SEEDS                       (60 on the 4 embedded)
 #   make ptb-positions  issue 6: the position methods (POSITION_VARIANTS) on PTB
@@ -39,6 +42,10 @@ RUNS         ?= runs
 RESULTS      ?= results
 PTB_DIR      ?= convatt/embedded/ptb-sample.tar.gz
 UD_DIR       ?= convatt/embedded/ud-2.2
+# where `make ud-data` writes UD 2.2 (pass it as UD_DIR to ud-all)
+UD_DATA_DIR  ?= data/ud-2.2
+# more options for experiments/ud_data.py, e.g. "--source git" or "--sha256 HEX" (see its --help)
+UD_DATA_FLAGS ?=
 # fastText vectors (the paper: wiki-news-300d-1M-subword.vec); empty: no pretrained vectors
 EMBEDDINGS   ?=
 SEEDS        ?= 1 2 3
@@ -85,6 +92,8 @@ VENV_STAMP := $(VENV)/.convatt-installed
 # Table 2d (convatt/embedded/paper/); grid.py reads both without importing anything
 # heavy, so the lists are never written twice and `make -n` works before .venv exists.
 comma := ,
+empty :=
+space := $(empty) $(empty)
 GRID := $(shell $(PYTHON) experiments/grid.py)
 ifeq ($(GRID),)
 $(error experiments/grid.py printed nothing: is $(PYTHON) a working Python 3?)
@@ -193,6 +202,13 @@ $(RUNS)/ud/%/result.json: | $(VENV_STAMP)
 
 # Never delete a finished run's result.json when make is interrupted.
 .PRECIOUS: $(RUNS)/ptb/%/result.json $(RUNS)/ud/%/result.json
+
+# ---- UD 2.2 download (stdlib only: the system Python, no venv) ----
+# TREEBANKS, if set, limits it to those treebanks; a complete treebank is skipped.
+.PHONY: ud-data
+ud-data:
+	$(PYTHON) experiments/ud_data.py --out $(UD_DATA_DIR) \
+	  $(if $(TREEBANKS),--treebanks $(subst $(space),$(comma),$(strip $(TREEBANKS)))) $(UD_DATA_FLAGS)
 
 # ---- tables and plots (any subset of runs; notes in the output say what is missing) ----
 .PHONY: tables plots status
