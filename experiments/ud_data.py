@@ -26,6 +26,7 @@ an interrupted run are removed. Stdlib only: the Makefile calls it with the
 system Python. Errors are one line on stderr, with exit status 1; treebanks that
 cannot be had are named, the others are still written.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grid import paper_treebanks  # noqa: E402  (experiments/grid.py, stdlib only)
 
-UD22_URL = ("https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/"
-            "11234/1-2837/ud-treebanks-v2.2.tgz")
+UD22_URL = "https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/11234/1-2837/ud-treebanks-v2.2.tgz"
 # SHA-256 of ud-treebanks-v2.2.tgz as pyconll's integration tests record it
 # (tests/int/test_corpora.py, "zip hash" of UD 2.2). NOT verified by this project:
 # the tarball could not be downloaded where this script was written. If the real
@@ -57,8 +57,14 @@ GIT_TAG = "r2.2"
 SPLITS = ("train", "dev", "test")
 SPLIT_FILE = re.compile(r"[a-z_]+-ud-(train|dev|test)\.conllu")
 EXTRA_FILE = re.compile(r"(LICENSE|README)(\.[A-Za-z]+)?")
-NETWORK_ERRORS = ("could not resolve host", "failed to connect", "connection refused",
-                  "connection timed out", "network is unreachable", "unable to access")
+NETWORK_ERRORS = (
+    "could not resolve host",
+    "failed to connect",
+    "connection refused",
+    "connection timed out",
+    "network is unreachable",
+    "unable to access",
+)
 CHUNK = 1 << 20
 
 
@@ -71,15 +77,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="data/ud-2.2", help="output directory (default: %(default)s)")
     p.add_argument("--source", choices=("tarball", "git"), default="tarball")
-    p.add_argument("--treebanks", default="",
-                   help="comma-separated names (default: the paper's 47)")
+    p.add_argument("--treebanks", default="", help="comma-separated names (default: the paper's 47)")
     p.add_argument("--exclude", default="", help="comma-separated names to leave out")
     p.add_argument("--url", default=UD22_URL, help="tarball URL (default: LINDAT's)")
-    p.add_argument("--sha256", default=UD22_SHA256, help="expected SHA-256 of the tarball "
-                   "(default: the built-in one, not verified by this project)")
+    p.add_argument(
+        "--sha256",
+        default=UD22_SHA256,
+        help="expected SHA-256 of the tarball (default: the built-in one, not verified by this project)",
+    )
     p.add_argument("--tarball", default="", help="use this downloaded tarball instead of --url")
-    p.add_argument("--git-url", default=GIT_URL, help="repository URL template with {name} "
-                   "(default: %(default)s)")
+    p.add_argument("--git-url", default=GIT_URL, help="repository URL template with {name} (default: %(default)s)")
     p.add_argument("--tag", default=GIT_TAG, help="git tag (default: %(default)s)")
     return p.parse_args(argv)
 
@@ -106,8 +113,7 @@ def split_files(directory: Path) -> dict[str, Path]:
     """{split: file} of a treebank directory's `*-ud-{split}.conllu[.gz]` files."""
     found = {}
     for split in SPLITS:
-        matches = sorted(directory.glob(f"*-ud-{split}.conllu")) + sorted(
-            directory.glob(f"*-ud-{split}.conllu.gz"))
+        matches = sorted(directory.glob(f"*-ud-{split}.conllu")) + sorted(directory.glob(f"*-ud-{split}.conllu.gz"))
         if len(matches) == 1:
             found[split] = matches[0]
     return found
@@ -155,6 +161,7 @@ def report(index: int, total: int, name: str, message: str) -> None:
 
 # ---- the tarball ----
 
+
 def download(url: str, directory: Path) -> tuple[Path, str]:
     """Stream `url` to a temporary file in `directory`; (its path, its SHA-256)."""
     fd, name = tempfile.mkstemp(prefix=".ud-treebanks.download-", suffix=".tgz", dir=directory)
@@ -162,8 +169,7 @@ def download(url: str, directory: Path) -> tuple[Path, str]:
     try:
         with os.fdopen(fd, "wb") as f, urllib.request.urlopen(url, timeout=60) as response:
             total = int(response.headers.get("Content-Length") or 0)
-            print(f"downloading {url} ({total / 1e6:.0f} MB)" if total else f"downloading {url}",
-                  flush=True)
+            print(f"downloading {url} ({total / 1e6:.0f} MB)" if total else f"downloading {url}", flush=True)
             while chunk := response.read(CHUNK):
                 f.write(chunk)
                 digest.update(chunk)
@@ -195,9 +201,11 @@ def file_sha256(path: Path) -> str:
 def check_sha256(got: str, expected: str, what: str) -> None:
     """An error unless the SHA-256 is the expected one."""
     if got.lower() != expected.strip().lower():
-        raise DataError(f"wrong SHA-256 for {what}: expected {expected.strip()}, got {got} "
-                        "(a corrupt or different file; if you trust it, rerun with "
-                        f"--sha256 {got})")
+        raise DataError(
+            f"wrong SHA-256 for {what}: expected {expected.strip()}, got {got} "
+            "(a corrupt or different file; if you trust it, rerun with "
+            f"--sha256 {got})"
+        )
 
 
 def tarball_treebank(member: tarfile.TarInfo, wanted: set[str]) -> tuple[str, str] | None:
@@ -250,6 +258,7 @@ def from_tarball(args: argparse.Namespace, out: Path, todo: list[str]) -> dict[s
 
 # ---- git ----
 
+
 def git(*command: str) -> subprocess.CompletedProcess:
     """Run git without prompts; the completed process (output captured)."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
@@ -285,8 +294,7 @@ def from_git(url: str, tag: str, out: Path, name: str) -> tuple[Path | None, str
         return None, problem
     partial = new_partial(out, name)
     clone = partial / ".clone"
-    done = git("-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1",
-               "--branch", tag, url, str(clone))
+    done = git("-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1", "--branch", tag, url, str(clone))
     if done.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
         return None, f"git clone {url} failed: {git_message(done.stderr)}"
@@ -298,6 +306,7 @@ def from_git(url: str, tag: str, out: Path, name: str) -> tuple[Path | None, str
 
 
 # ---- the run ----
+
 
 def prepare(out: Path, wanted: list[str]) -> list[str]:
     """Create `out`, remove leftovers, report complete treebanks; those still to do."""
@@ -317,8 +326,7 @@ def prepare(out: Path, wanted: list[str]) -> list[str]:
     return todo
 
 
-def run_tarball(args: argparse.Namespace, out: Path, wanted: list[str],
-                todo: list[str]) -> list[str]:
+def run_tarball(args: argparse.Namespace, out: Path, wanted: list[str], todo: list[str]) -> list[str]:
     """Obtain `todo` from the tarball; the missing treebanks, each with its reason."""
     partials = from_tarball(args, out, todo)
     missing = []
@@ -363,8 +371,10 @@ def main(argv: list[str] | None = None) -> int:
         print("ud_data: interrupted (rerun to resume)", file=sys.stderr)
         return 130
     if missing:
-        print(f"ud_data: error: {len(missing)} of {len(wanted)} treebanks not obtained: "
-              + "; ".join(missing), file=sys.stderr)
+        print(
+            f"ud_data: error: {len(missing)} of {len(wanted)} treebanks not obtained: " + "; ".join(missing),
+            file=sys.stderr,
+        )
         return 1
     print(f"{len(wanted)} treebanks under {out}: make ud-all UD_DIR={out}")
     return 0

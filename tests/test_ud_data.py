@@ -5,6 +5,7 @@ The tarball source downloads from an `http.server` on 127.0.0.1 serving a small
 clones local bare repositories (tag r2.2) through `file://` URLs. The script runs
 as a subprocess, as `make ud-data` runs it, so exit codes and messages are its own.
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,8 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "experiments" / "ud_data.py"
 EMBEDDED = ROOT / "convatt" / "embedded" / "ud-2.2"
 TREEBANKS = ("Afrikaans-AfriBooms", "Vietnamese-VTB")
-GIT = ("git", "-c", "user.name=test", "-c", "user.email=test@example.org",
-       "-c", "init.defaultBranch=main")
+GIT = ("git", "-c", "user.name=test", "-c", "user.email=test@example.org", "-c", "init.defaultBranch=main")
 
 
 def plain_files(name: str) -> dict[str, bytes]:
@@ -57,9 +57,11 @@ def source(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def tarball(source) -> tuple[str, str]:
     """(URL of the tarball on a loopback HTTP server, its SHA-256)."""
+
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
+
     handler = functools.partial(Quiet, directory=str(source))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -84,22 +86,21 @@ def repos(tmp_path_factory) -> str:
         subprocess.run([*GIT, "-C", str(work), "commit", "-q", "-m", "data"], check=True)
         if name != "English-GUM":
             subprocess.run([*GIT, "-C", str(work), "tag", "r2.2"], check=True)
-        subprocess.run([*GIT, "clone", "-q", "--bare", str(work), str(root / f"UD_{name}.git")],
-                       check=True)
+        subprocess.run([*GIT, "clone", "-q", "--bare", str(work), str(root / f"UD_{name}.git")], check=True)
     return (root / "UD_{name}.git").as_uri().replace("%7B", "{").replace("%7D", "}")
 
 
 def ud_data(out: Path, *args: str) -> subprocess.CompletedProcess:
     """Run the script; its completed process."""
-    return subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def from_tarball(out: Path, tarball, *args: str, sha: str | None = None):
     """Run the script on the loopback tarball."""
     url, good = tarball
-    return ud_data(out, "--url", url, "--sha256", sha or good,
-                   "--treebanks", ",".join(TREEBANKS), *args)
+    return ud_data(out, "--url", url, "--sha256", sha or good, "--treebanks", ",".join(TREEBANKS), *args)
 
 
 def assert_identical(out: Path, name: str) -> None:
@@ -142,8 +143,7 @@ def test_wrong_checksum_leaves_nothing(tmp_path, tarball):
 
 def test_missing_treebank_is_named_and_others_written(tmp_path, tarball):
     url, sha = tarball
-    done = ud_data(tmp_path, "--url", url, "--sha256", sha,
-                   "--treebanks", "Afrikaans-AfriBooms,UD_English-GUM")
+    done = ud_data(tmp_path, "--url", url, "--sha256", sha, "--treebanks", "Afrikaans-AfriBooms,UD_English-GUM")
     assert_one_line_error(done, "English-GUM", "not in the tarball", "1 of 2")
     assert_identical(tmp_path, "Afrikaans-AfriBooms")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["UD_Afrikaans-AfriBooms"]
@@ -166,8 +166,7 @@ def test_rerun_skips_completed(tmp_path, tarball):
     assert from_tarball(tmp_path, tarball).returncode == 0
     before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
     # nothing left to do: the (unreachable) server is not even asked
-    done = ud_data(tmp_path, "--url", f"http://127.0.0.1:{closed_port()}/x.tgz",
-                   "--treebanks", ",".join(TREEBANKS))
+    done = ud_data(tmp_path, "--url", f"http://127.0.0.1:{closed_port()}/x.tgz", "--treebanks", ",".join(TREEBANKS))
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("already complete, skipped") == 2
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
@@ -194,15 +193,13 @@ def test_local_tarball_is_checked(tmp_path, source, tarball):
     archive = str(source / "ud-treebanks-v2.2.tgz")
     bad = ud_data(tmp_path, "--tarball", archive, "--sha256", "f" * 64, "--treebanks", TREEBANKS[0])
     assert_one_line_error(bad, "wrong SHA-256", archive)
-    good = ud_data(tmp_path, "--tarball", archive, "--sha256", tarball[1],
-                   "--treebanks", TREEBANKS[0])
+    good = ud_data(tmp_path, "--tarball", archive, "--sha256", tarball[1], "--treebanks", TREEBANKS[0])
     assert good.returncode == 0, good.stderr
     assert_identical(tmp_path, TREEBANKS[0])
 
 
 def test_git_success_byte_identical(tmp_path, repos):
-    done = ud_data(tmp_path, "--source", "git", "--git-url", repos,
-                   "--treebanks", ",".join(TREEBANKS))
+    done = ud_data(tmp_path, "--source", "git", "--git-url", repos, "--treebanks", ",".join(TREEBANKS))
     assert done.returncode == 0, done.stderr
     for name in TREEBANKS:
         assert_identical(tmp_path, name)
@@ -210,17 +207,16 @@ def test_git_success_byte_identical(tmp_path, repos):
 
 
 def test_git_missing_tag_and_repository_are_named(tmp_path, repos):
-    done = ud_data(tmp_path, "--source", "git", "--git-url", repos,
-                   "--treebanks", "English-GUM,Afrikaans-AfriBooms,Klingon-KDT")
-    assert_one_line_error(done, "English-GUM", "has no tag r2.2", "Klingon-KDT",
-                          "no repository at", "2 of 3")
+    done = ud_data(
+        tmp_path, "--source", "git", "--git-url", repos, "--treebanks", "English-GUM,Afrikaans-AfriBooms,Klingon-KDT"
+    )
+    assert_one_line_error(done, "English-GUM", "has no tag r2.2", "Klingon-KDT", "no repository at", "2 of 3")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["UD_Afrikaans-AfriBooms"]
     assert_identical(tmp_path, "Afrikaans-AfriBooms")
 
 
 def test_git_url_needs_name(tmp_path):
-    done = ud_data(tmp_path, "--source", "git", "--git-url", "file:///nowhere",
-                   "--treebanks", TREEBANKS[0])
+    done = ud_data(tmp_path, "--source", "git", "--git-url", "file:///nowhere", "--treebanks", TREEBANKS[0])
     assert_one_line_error(done, "has no {name}")
 
 
@@ -228,6 +224,7 @@ def test_default_list_is_the_papers_less_excluded(tmp_path):
     # all 47 already "complete" (empty split files): nothing is fetched
     sys.path.insert(0, str(ROOT / "experiments"))
     from grid import paper_treebanks
+
     for name in paper_treebanks():
         (tmp_path / f"UD_{name}").mkdir()
         for split in ("train", "dev", "test"):
