@@ -268,6 +268,17 @@ else
 	@echo "no tests/test_layers_*.py: nothing to run on JAX"
 endif
 
+# ruff (configured in pyproject.toml): lint and format check, no changes; `make format` applies them
+LINT_PATHS := convatt experiments tests
+.PHONY: lint format
+lint: $(VENV_STAMP)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+
+format: $(VENV_STAMP)
+	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
+	$(VENV)/bin/ruff format $(LINT_PATHS)
+
 .PHONY: help
 help:
 	@sed -n '1,/^$$/s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))

@@ -97,7 +97,7 @@ def test_mean_and_std_over_the_seeds_that_reached(ptb_runs):
 def test_the_table_shows_what_was_not_reached(ptb_runs, tmp_path):
     written = tables.write_tables(ptb_runs, tmp_path / "out")
     md = (tmp_path / "out" / "efficiency_ptb.md").read_text()
-    line = next(l for l in md.splitlines() if l.startswith("| PTB sample | SAN+PE[add]+Conv2d |"))
+    line = next(row for row in md.splitlines() if row.startswith("| PTB sample | SAN+PE[add]+Conv2d |"))
     cells = [c.strip() for c in line.strip("|").split("|")]
     areas = [AREA[CONV2D, seed] for seed in (1, 2, 3)]
     auc = f"{np.mean(areas):.2f} ± {np.std(areas):.2f}"  # every area spans the 2,000 batches

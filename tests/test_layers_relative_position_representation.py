@@ -52,7 +52,6 @@ def test_two_term_computation_equals_naive_equations(clip, n):
 
 
 def test_float32_terms_under_mixed_policy():
-    rng = np.random.default_rng(4)
     layer = RelativePositionRepresentation(2, 4, embeddings_initializer="zeros", dtype="mixed_bfloat16")
     layer.build()
     w_key, w_value = randomize(layer, seed=4, low=10, high=20)

@@ -20,7 +20,7 @@ def test_runs_wall_time_commits_and_machines_per_model(tmp_path):
     root = tmp_path / "runs"
     a = write_run(root, "san-pe-add", 1, [0.5, 0.6], [0.4], preset="ud", corpus="UD_English-GUM")
     b = write_run(root, "san-pe-add", 2, [0.5, 0.6, 0.7], [0.4], preset="ud", corpus="UD_English-LinES")
-    c = write_run(root, "san-pe-add-conv2d", 1, [0.5], [0.4], preset="ud", corpus="UD_English-GUM")
+    write_run(root, "san-pe-add-conv2d", 1, [0.5], [0.4], preset="ud", corpus="UD_English-GUM")
     _record(a, wall_seconds=100.0, source_commit="abc1234", machine="x86_64, 2 CPUs, cpu:0")
     _record(b, wall_seconds=300.5, source_commit="abc1234+changes", machine="x86_64, 2 CPUs, cpu:0")
     frame = run_summary.summary_frame(run_table.load_runs(root)).set_index("variant")

@@ -2,7 +2,8 @@
 
 Runs where Slurm answers (`sinfo` lists a node that takes jobs), for example after
 `experiments/slurm_local.sh start` (root; `.ci/run` does it), and is skipped with the
-reason otherwise (but for the first test, which needs no Slurm). The grids are tiny UD grids on the embedded UD_English-LinES:
+reason otherwise (but for the first test, which needs no Slurm). The grids are tiny UD grids
+on the embedded UD_English-LinES:
 
 - 2 variants x 2 seeds, LIMIT=30, EPOCHS=2, submitted as one job array and waited for:
   every run's result.json and history.csv equal those of plain `make` (wall times aside);
@@ -47,7 +48,8 @@ def slurm_unavailable() -> str | None:
     except subprocess.TimeoutExpired:
         return "sinfo did not answer within 30 s"
     if proc.returncode != 0:
-        return f"sinfo failed: {(proc.stderr or proc.stdout).strip()[:200]} (is slurmctld up? as root: experiments/slurm_local.sh start)"
+        answer = (proc.stderr or proc.stdout).strip()[:200]
+        return f"sinfo failed: {answer} (is slurmctld up? as root: experiments/slurm_local.sh start)"
     if not re.search(r"^(idle|mix|alloc)", proc.stdout, re.M):
         return f"Slurm has no node that takes jobs (node states: {' '.join(proc.stdout.split()) or 'none'})"
     if not (VENV / ".convatt-installed").exists():

@@ -51,7 +51,7 @@ def test_table2b_means_and_stds_equal_numpy(tiny_runs):
             assert row[f"paper_{m}_std"] == paper.loc[label, f"{m}_std"]
             assert_same(row[f"diff_{m}"], mean - paper.loc[label, m])
         # the Markdown has ours and the paper's side by side, on the variant's line
-        line = next(l for l in table.markdown.splitlines() if l.startswith(f"| {VARIANTS[variant].label} |"))
+        line = next(row for row in table.markdown.splitlines() if row.startswith(f"| {VARIANTS[variant].label} |"))
         assert fmt(row["all"], row["all_std"]) in line
         assert fmt(paper.loc[VARIANTS[variant].label, "all"], paper.loc[VARIANTS[variant].label, "all_std"]) in line
 
@@ -187,7 +187,7 @@ def test_table2d_per_treebank_beside_the_paper(ud_runs):
                 assert row["paper_uppsala"] == paper_d.loc[tb, "Uppsala"]
             else:
                 assert math.isnan(row["paper_all"])
-    line = next(l for l in table.markdown.splitlines() if l.startswith("| English-LinES |"))
+    line = next(row for row in table.markdown.splitlines() if row.startswith("| English-LinES |"))
     assert "91.00 ± 0.82 / 89.38 / +1.62" in line  # ours ± std / paper / difference
     assert "96.47" in line  # Uppsala
 

@@ -222,7 +222,7 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     paths = []
     for fmt in ("png", "pdf"):
         path = stem.with_name(f"{stem.name}.{fmt}")
-        write_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150))
+        write_atomically(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=150))
         paths.append(path)
     return paths
 
