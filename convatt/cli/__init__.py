@@ -10,7 +10,7 @@ import signal
 import sys
 
 from convatt.cli import bench, evaluate, inspect, params, results, tag, train
-from convatt.cli._common import error_message, quiet_backend
+from convatt.cli._common import check_backend, error_message, quiet_backend
 from convatt.errors import ConvattError
 from convatt.training import interrupt
 
@@ -40,10 +40,11 @@ def _interrupt(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    quiet_backend()
     for signum in (signal.SIGINT, signal.SIGTERM):  # one stop path for Ctrl-C, kill and preemption
         signal.signal(signum, _interrupt)
     try:
+        check_backend()
+        quiet_backend()
         args.func(args)
     except KeyboardInterrupt:
         if args.debug:
