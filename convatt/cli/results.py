@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-
 from convatt.cli._common import check_out_dir
 from convatt.errors import ConvattError
 
@@ -51,7 +50,7 @@ DAMAGED = "left out a damaged run: "  # how `convatt.results.frames` words a dam
 
 
 def _skipped(caught) -> str:
-    """"; 1 run skipped as damaged: FILE: WHY" for the damaged-run warnings in `caught`."""
+    """ "; 1 run skipped as damaged: FILE: WHY" for the damaged-run warnings in `caught`."""
     damaged = [str(w.message)[len(DAMAGED) :] for w in caught if str(w.message).startswith(DAMAGED)]
     if not damaged:
         return ""

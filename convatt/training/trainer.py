@@ -48,9 +48,9 @@ from convatt.model.prediction import evaluate, predict_tags
 from convatt.model.tagger import build_tagger, count_parameters
 from convatt.model.variants import TaggerConfig, make_config
 from convatt.run import provenance
+from convatt.run.advice import saved_run_config
 from convatt.run.fingerprint import DataFingerprint
 from convatt.run.modelfiles import check_weights_file, load_keras_model
-from convatt.run.advice import saved_run_config
 from convatt.run.schema import CONFIG_FILE, FINGERPRINT_KEY, RESULT_FILE, RunConfig, RunResult, check_types
 from convatt.run.storage import (
     CHECKPOINT_FILE,
