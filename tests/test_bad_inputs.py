@@ -562,12 +562,21 @@ def test_a_full_disk_while_writing_weights_ends_with_convatts_line(tmp_path):
     assert list(tmp_path.iterdir()) == []  # no temporary file left
 
 
-def counts_by_command() -> Counter:
-    return Counter(c.command for c in CASES + SLURM_RUNS_CASES)
+def counts_by_command() -> dict[str, tuple[int, int]]:
+    """{command: (rows, rows run as a process of their own)}, in the table's order."""
+    rows = CASES + SLURM_RUNS_CASES
+    return {
+        c: (sum(r.command == c for r in rows), sum(r.command == c and r.process for r in rows))
+        for c in Counter(r.command for r in rows)
+    }
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the table of docs/bad-inputs.md
     counts = counts_by_command()
-    for command, n in sorted(counts.items()):
-        print(f"| `{command}` | {n} |")
-    print(f"| all | {sum(counts.values())} (+1 full-disk process test) |")
+    print("| command | bad-input rows | of them in a process of their own |\n|---|---:|---:|")
+    for command, (n, processes) in counts.items():
+        print(f"| `{command}` | {n} | {processes} |")
+    skipped = sum(c.root_writes for c in CASES + SLURM_RUNS_CASES)
+    total = sum(n for n, _ in counts.values())
+    print(f"| all | {total} | {sum(p for _, p in counts.values())} |")
+    print(f"\n{skipped} rows (read-only directories) are skipped when the tests run as root.")
