@@ -10,9 +10,11 @@ Split rules (see `read_ptb`):
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import tarfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -176,11 +178,13 @@ def _archive_files(archive: Path) -> WsjFiles:
                 name = Path(member.name).name
                 if _WSJ_FILE.fullmatch(name) and not member.isfile():
                     _not_a_file(archive / member.name, "a directory" if member.isdir() else "not a regular file")
-                if member.isfile() and _WSJ_FILE.fullmatch(name) and not name.endswith(".gz"):
-                    text = decode_text(tar.extractfile(member).read(), archive / member.name)
+                if member.isfile() and _WSJ_FILE.fullmatch(name):
+                    raw = tar.extractfile(member).read()
+                    raw = gzip.decompress(raw) if name.endswith(".gz") else raw  # as read_mrg reads it
+                    text = decode_text(raw, archive / member.name)
                     where = archive / member.name
                     _add_wsj_file(files, name, where, lambda t=text, w=where: parse_mrg(t, w), archive)
-    except (tarfile.TarError, OSError, EOFError) as e:
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
         raise ConvattError(f"not a readable tar archive: {e}", archive) from e
     return files
 
