@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("readme", nargs="?", default="README.md", type=Path)
     parser.add_argument("--check", action="store_true", help="only say which blocks are stale (exit 1)")
     args = parser.parse_args(argv)
-    text, base = args.readme.read_text(), args.readme.parent
     try:
+        text, base = args.readme.read_text(encoding="utf-8"), args.readme.parent
         stale = stale_blocks(text, base)
         if args.check:
             for b in stale:
@@ -90,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         args.readme.write_text(refreshed(text, base))
     except TableSourceError as e:
         print(f"{args.readme}: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # missing, a directory, unwritable: one line naming the file
+        print(f"readme_tables: error: {e.filename or args.readme}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError as e:
+        print(f"readme_tables: error: {args.readme}: not UTF-8 text ({e.reason})", file=sys.stderr)
         return 2
     print(f"{args.readme}: {len(stale)} of {len(find_blocks(text))} tables updated from their files")
     return 0

@@ -79,8 +79,15 @@ class Run:
 
 
 def read_runs(path: Path) -> list[Run]:
+    """The runs of a runs or tasks file; a missing or unreadable one is a SubmitError naming it."""
+    if not path.is_file():
+        raise SubmitError(f"{path}: {'expected a file, found a directory' if path.is_dir() else 'file not found'}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SubmitError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from e
     runs = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         run_dir, _, command = line.strip().partition(" ")
@@ -173,13 +180,13 @@ def write_submission(runs_root: Path, args: argparse.Namespace, todo: list) -> P
 
 
 def submit(args: argparse.Namespace) -> int:
+    runs = read_runs(Path(args.runs_file))
     if shutil.which("sbatch") is None:
         raise SubmitError(
             "SUBMIT=slurm: sbatch is not on PATH (is this a Slurm login node? "
             "experiments/slurm_local.sh start brings up a local one)"
         )
     runs_root = Path(args.runs)
-    runs = read_runs(Path(args.runs_file))
     squeue = squeue_tasks()
     if squeue is None:
         raise SubmitError(
@@ -321,6 +328,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except SubmitError as e:
         print(f"slurm_submit: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a read-only or full RUNS, a file where a directory should be: one line
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"slurm_submit: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
 
 

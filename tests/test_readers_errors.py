@@ -366,7 +366,7 @@ def test_bin_dimension_differs_from_the_model(tmp_path):
 def test_bin_that_is_not_a_fasttext_model(tmp_path):
     path = tmp_path / "vectors.bin"
     path.write_bytes(b"\x00\x01not a model" * 50)
-    with pytest.raises(ConvattError, match="not a readable fastText .bin model") as e:
+    with pytest.raises(ConvattError, match="not a fastText .bin model") as e:
         load_word_vectors(path, VOCAB, dim=300)
     assert e.value.path == str(path)
 
@@ -477,3 +477,29 @@ def test_readers_on_arbitrary_bytes(tmp_path, data):
         path = tmp_path / name
         path.write_bytes(data)
         parses_or_convatt_error(reader, path)
+
+
+def test_gzipped_mrg_files_in_an_archive_are_read_as_in_a_folder(tmp_path):
+    """A .mrg.gz member of a tar archive was skipped without a word: its sentences lost."""
+    import tarfile
+
+    folder = tmp_path / "wsj" / "00"
+    folder.mkdir(parents=True)
+    shutil.copy(PTB / "wsj_0001.mrg", folder)
+    (folder / "wsj_0002.mrg.gz").write_bytes(gzip.compress((PTB / "wsj_0002.mrg").read_bytes()))
+    with tarfile.open(tmp_path / "wsj.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "wsj", arcname="wsj")
+    from convatt.data.ptb import _archive_files, _directory_files
+
+    in_archive = {n: read() for n, (_, read) in _archive_files(tmp_path / "wsj.tar.gz").items()}
+    in_folder = {n: read() for n, (_, read) in _directory_files(tmp_path / "wsj").items()}
+    assert sorted(in_archive) == [1, 2] and in_archive == in_folder
+    assert in_archive[2] == read_mrg(PTB / "wsj_0002.mrg")
+
+
+def test_a_directory_named_like_an_mrg_file_is_an_error(tmp_path):
+    shutil.copytree(PTB, tmp_path / "ptb")
+    (tmp_path / "ptb" / "wsj_0300.mrg").mkdir()
+    with pytest.raises(ConvattError, match="named like a PTB file .* but a directory") as e:
+        read_ptb(tmp_path / "ptb")
+    assert e.value.path == str(tmp_path / "ptb" / "wsj_0300.mrg")

@@ -10,7 +10,7 @@ import signal
 import sys
 
 from convatt.cli import bench, evaluate, inspect, params, results, tag, train
-from convatt.cli._common import error_message, quiet_backend
+from convatt.cli._common import check_backend, error_message, quiet_backend
 from convatt.errors import ConvattError
 from convatt.training import interrupt
 
@@ -38,12 +38,18 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def one_line(message: str) -> str:
+    """`message`'s lines joined by spaces; spaces within a line kept (a quoted field may hold two)."""
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    quiet_backend()
     for signum in (signal.SIGINT, signal.SIGTERM):  # one stop path for Ctrl-C, kill and preemption
         signal.signal(signum, _interrupt)
     try:
+        check_backend()
+        quiet_backend()
         args.func(args)
     except KeyboardInterrupt:
         if args.debug:
@@ -53,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # every error ends in one line; --debug shows the traceback
         if args.debug:
             raise
-        print(f"convatt: error: {' '.join(error_message(e).split())}", file=sys.stderr)  # one line
+        print(f"convatt: error: {one_line(error_message(e))}", file=sys.stderr)
         return 2 if isinstance(e, (ConvattError, OSError)) else 1
     return 0
 

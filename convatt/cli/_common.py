@@ -14,6 +14,18 @@ EMBEDDED_DATA = (
 )  # = convatt.data.EMBEDDED_DATA_DIR, without importing it
 DEFAULT_DATA = {"ptb": EMBEDDED_DATA / "ptb-sample.tar.gz", "ud": EMBEDDED_DATA / "ud-2.2" / "UD_English-LinES"}
 MAX_SEED = 2**32 - 1  # NumPy's and Keras' seeds are unsigned 32-bit integers
+BACKENDS = ("tensorflow", "jax")  # the Keras backends convatt's layers and training loop support
+
+
+def check_backend() -> None:
+    """An unsupported KERAS_BACKEND is one line, before Keras is imported (which would fail
+    deep inside, or run code convatt was never tested on)."""
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend not in BACKENDS:
+        raise ConvattError(
+            f"KERAS_BACKEND={backend!r} is not supported: convatt runs on {' or '.join(BACKENDS)} "
+            "(unset KERAS_BACKEND for tensorflow, the default)"
+        )
 
 
 def quiet_backend() -> None:
@@ -54,6 +66,12 @@ def load_backend(debug: bool) -> None:
 def check_at_least(flag: str, value: int | None, minimum: int = 1) -> None:
     if value is not None and value < minimum:
         raise ConvattError(f"{flag} must be at least {minimum}, not {value}")
+
+
+def check_out_dir(flag: str, path: str | os.PathLike | None) -> None:
+    """An output directory option that names an existing file is refused before any work."""
+    if path is not None and Path(path).exists() and not Path(path).is_dir():
+        raise ConvattError(f"{flag} {path} is a file, expected a directory")
 
 
 def check_seed(seed: int) -> None:

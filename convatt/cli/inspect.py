@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from convatt.cli._common import check_at_least, load_backend
+from convatt.cli._common import check_at_least, check_out_dir, load_backend
 from convatt.errors import ConvattError
 
 
@@ -13,6 +13,7 @@ def cmd_inspect(args) -> None:
 
     check_run_dir(args.run)
     check_at_least("--dev-index", args.dev_index, minimum=0)
+    check_out_dir("--out", args.out)
     if args.sentence is not None and not args.sentence.split():
         raise ConvattError("--sentence has no words")
     load_backend(args.debug)

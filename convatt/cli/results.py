@@ -6,34 +6,57 @@ import argparse
 import sys
 from pathlib import Path
 
+from convatt.cli._common import check_out_dir
+from convatt.errors import ConvattError
+
 
 def cmd_tables(args) -> None:
     from convatt.results.tables import write_tables
 
+    check_out_dir("--out", args.out)
     _report(_warning_runs(write_tables, Path(args.runs), Path(args.out), args.settings))
 
 
 def cmd_plot(args) -> None:
     from convatt.results.plots import write_plots
 
+    check_out_dir("--out", args.out)
     _report(_warning_runs(write_plots, Path(args.runs), Path(args.out), "minmax", args.settings))
 
 
 def _warning_runs(write, *args):
-    """`write(*args)`, printing each run it left out (damaged, repeated) as one line on stderr."""
+    """`write(*args)`, printing each run it left out (damaged, repeated) as one line on stderr,
+    also when nothing could be written: an error then says how many runs were skipped and why."""
     import warnings
 
     from convatt.run.reading import RunWarning
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RunWarning)
-        written = write(*args)
-    for w in caught:
-        if issubclass(w.category, RunWarning):
-            print(f"convatt: warning: {w.message}", file=sys.stderr)
-        else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    return written
+    caught: list = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RunWarning)
+            return write(*args)
+    except ConvattError as e:
+        raise ConvattError(e.message + _skipped(caught), e.path, e.line) from e
+    finally:
+        for w in caught:
+            if issubclass(w.category, RunWarning):
+                print(f"convatt: warning: {w.message}", file=sys.stderr)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+DAMAGED = "left out a damaged run: "  # how `convatt.results.frames` words a damaged run's warning
+
+
+def _skipped(caught) -> str:
+    """ "; 1 run skipped as damaged: FILE: WHY" for the damaged-run warnings in `caught`."""
+    damaged = [str(w.message)[len(DAMAGED) :] for w in caught if str(w.message).startswith(DAMAGED)]
+    if not damaged:
+        return ""
+    runs = "1 run" if len(damaged) == 1 else f"{len(damaged)} runs"
+    more = f" (and {len(damaged) - 1} more, above)" if len(damaged) > 1 else ""
+    return f"; {runs} skipped as damaged: {damaged[0]}{more}"
 
 
 def _report(written) -> None:

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from convatt.cli._common import load_backend
+from convatt.errors import ConvattError
 
 
 def cmd_tag(args) -> None:
@@ -13,6 +14,8 @@ def cmd_tag(args) -> None:
     from convatt.trained.loading import check_run_dir
 
     check_run_dir(args.run)  # bad arguments and bad input fail before Keras is loaded
+    if args.output not in (None, "-") and Path(args.output).is_dir():
+        raise ConvattError(f"--output {args.output} is a directory, expected a file")
     stdin = sys.stdin.buffer.read() if args.input in (None, "-") else None
     blocks = read_untagged(None if stdin is not None else args.input, args.format, stdin)
     from convatt.run.storage import write_text

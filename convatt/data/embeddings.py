@@ -67,11 +67,38 @@ def _drawn_oov_word(oov_words: Iterable[str], vectors, rng: np.random.Generator)
     return candidates[rng.integers(len(candidates))] if candidates else None
 
 
+FASTTEXT_MAGIC = 793712314  # the int32 a fastText .bin model starts with (since fastText 0.1, 2017)
+
+
+def _check_bin_header(path: Path) -> None:
+    """A fastText .bin starts with its magic number and a version: else the file is something else
+    (a .vec renamed, random bytes), which gensim would misreport as an unsupported model kind."""
+    try:
+        with _open(path) as f:
+            head = f.read(64)
+    except (OSError, EOFError) as e:
+        raise ConvattError(f"cannot read fastText .bin model: {e}", path) from e
+    if len(head) < 8:
+        raise ConvattError(f"truncated fastText .bin model ({len(head)} bytes): download it again", path)
+    if int.from_bytes(head[:4], "little", signed=True) != FASTTEXT_MAGIC:
+        shown = head[:24].decode("utf-8", "replace")
+        text = all(c.isprintable() or c in "\n\r\t" for c in shown) and not shown.isspace()
+        kind = f"it starts with text, {shown!r}: a .vec file? name it .vec" if text else "wrong magic number"
+        raise ConvattError(f"not a fastText .bin model ({kind})", path)
+
+
 def _load_bin(path: Path, dim: int):
+    import struct
+
     from gensim.models.fasttext import load_facebook_vectors  # gensim is slow to import
 
+    _check_bin_header(path)
     try:
         vectors = load_facebook_vectors(str(path))
+    except (EOFError, struct.error, AssertionError, ValueError) as e:  # the file ends before its arrays do
+        raise ConvattError(
+            f"truncated fastText .bin model ({type(e).__name__}: {str(e)[:120]}): download it again", path
+        ) from e
     except Exception as e:  # gensim's binary reader fails in many ways on a bad file
         raise ConvattError(f"not a readable fastText .bin model ({type(e).__name__}: {e})", path) from e
     if vectors.vector_size != dim:

@@ -10,9 +10,11 @@ Split rules (see `read_ptb`):
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import tarfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -158,7 +160,13 @@ def _directory_files(directory: Path) -> WsjFiles:
     for p in sorted(directory.rglob("wsj_*")):
         if p.is_file():
             _add_wsj_file(files, p.name, p, lambda p=p: read_mrg(p), directory)
+        elif _WSJ_FILE.fullmatch(p.name):  # skipping it would silently lose its sentences
+            _not_a_file(p, "a directory" if p.is_dir() else "not a regular file (a broken link?)")
     return files
+
+
+def _not_a_file(where: Path, found: str) -> None:
+    raise ConvattError(f"named like a PTB file (wsj_SSNN.mrg) but {found}: expected the file of its trees", where)
 
 
 def _archive_files(archive: Path) -> WsjFiles:
@@ -168,11 +176,15 @@ def _archive_files(archive: Path) -> WsjFiles:
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():
                 name = Path(member.name).name
-                if member.isfile() and _WSJ_FILE.fullmatch(name) and not name.endswith(".gz"):
-                    text = decode_text(tar.extractfile(member).read(), archive / member.name)
+                if _WSJ_FILE.fullmatch(name) and not member.isfile():
+                    _not_a_file(archive / member.name, "a directory" if member.isdir() else "not a regular file")
+                if member.isfile() and _WSJ_FILE.fullmatch(name):
+                    raw = tar.extractfile(member).read()
+                    raw = gzip.decompress(raw) if name.endswith(".gz") else raw  # as read_mrg reads it
+                    text = decode_text(raw, archive / member.name)
                     where = archive / member.name
                     _add_wsj_file(files, name, where, lambda t=text, w=where: parse_mrg(t, w), archive)
-    except (tarfile.TarError, OSError, EOFError) as e:
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
         raise ConvattError(f"not a readable tar archive: {e}", archive) from e
     return files
 

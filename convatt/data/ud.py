@@ -26,6 +26,7 @@ SPLITS = ("train", "dev", "test")
 N_FIELDS = len(DEFAULT_FIELDS)  # 10: ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC
 _WORD_ID = re.compile(r"[1-9][0-9]*")
 _OTHER_ID = re.compile(r"[1-9][0-9]*-[1-9][0-9]*|[0-9]+\.[1-9][0-9]*")
+FIELD_NAMES = ("ID", "FORM", "LEMMA", "UPOS", "XPOS", "FEATS", "HEAD", "DEPREL", "DEPS", "MISC")
 _CONLLU_ERRORS = (ParseException, ValueError, IndexError, KeyError, TypeError)
 
 
@@ -35,7 +36,7 @@ def read_conllu(path: str | os.PathLike) -> list[Sentence]:
     if not text.strip():
         raise ConvattError("empty file: expected CoNLL-U sentences", path, 1)
     sentences: list[Sentence] = []
-    for first_line, lines in _blocks(text):
+    for first_line, lines in _blocks(text, path):
         sentence = _read_block(lines, first_line, path)
         if sentence is not None:
             sentences.append(sentence)
@@ -51,20 +52,45 @@ def read_conllu(path: str | os.PathLike) -> list[Sentence]:
     return sentences
 
 
-def _blocks(text: str) -> Iterator[tuple[int, list[str]]]:
-    """Yield (line number of the first line, lines) for each blank-line-separated block."""
+def _blocks(text: str, path) -> Iterator[tuple[int, list[str]]]:
+    """Yield (line number of the first line, lines) for each blank-line-separated block.
+
+    A line of only spaces or tabs ends a block only where an empty line would do no harm
+    (before an empty line or the end); between two lines it is an error, not a silent
+    split of a sentence in two."""
     block: list[str] = []
     start = 0
-    for number, line in enumerate(text.split("\n"), start=1):
+    lines = text.split("\n")
+    for number, line in enumerate(lines, start=1):
         if line.strip():
             if not block:
                 start = number
             block.append(line)
-        elif block:
+            continue
+        if line and number < len(lines) and lines[number].strip():
+            raise ConvattError(
+                f"a line of only whitespace ({line!r}): CoNLL-U separates sentences by empty lines "
+                "and a word line has 10 tab-separated fields",
+                path,
+                number,
+            )
+        if block:
             yield start, block
             block = []
     if block:
         yield start, block
+
+
+def check_fields(fields: list[str], path, number: int) -> None:
+    """Two consecutive spaces in a field: CoNLL-U parsers (conllu among them) split fields there."""
+    for name, field in zip(FIELD_NAMES, fields):
+        if "  " in field:
+            raise ConvattError(
+                f"{name} {field!r} holds two consecutive spaces, which CoNLL-U readers take for a field "
+                "separator: write one space (or none)",
+                path,
+                number,
+            )
 
 
 def is_next_word(word_id: str, n_words: int, path, number: int) -> bool:
@@ -94,6 +120,7 @@ def _check_line(line: str, number: int, n_words: int, path) -> tuple[str, str] |
             path,
             number,
         )
+    check_fields(fields, path, number)
     word_id, form, upos = fields[0], fields[1], fields[3]
     if not is_next_word(word_id, n_words, path, number):
         return None

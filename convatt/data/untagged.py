@@ -16,7 +16,7 @@ import conllu
 from conllu.parser import DEFAULT_FIELDS
 
 from convatt.data._io import decode_text, read_text
-from convatt.data.ud import _CONLLU_ERRORS, _WORD_ID, N_FIELDS, _blocks, _failing_line, is_next_word
+from convatt.data.ud import _CONLLU_ERRORS, _WORD_ID, N_FIELDS, _blocks, _failing_line, check_fields, is_next_word
 from convatt.errors import ConvattError
 
 FORMATS = ("conllu", "text")
@@ -83,7 +83,7 @@ def parse_text(text: str, name: str) -> list[Block]:
 
 def parse_conllu(text: str, name: str) -> list[Block]:
     """The blank-line-separated blocks of CoNLL-U text, checked and parsed with `conllu`."""
-    return [_read_block(lines, first, name) for first, lines in _blocks(text)]
+    return [_read_block(lines, first, name) for first, lines in _blocks(text, name)]
 
 
 def _word_form(line: str, number: int, n_words: int, name: str) -> str | None:
@@ -97,6 +97,7 @@ def _word_form(line: str, number: int, n_words: int, name: str) -> str | None:
             name,
             number,
         )
+    check_fields(fields, name, number)
     word_id, form = fields[0], fields[1]
     if not is_next_word(word_id, n_words, name, number):
         return None

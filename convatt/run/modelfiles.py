@@ -12,6 +12,9 @@ from pathlib import Path
 
 from convatt.errors import ConvattError
 
+# What to do about a finished run whose model.keras is missing or damaged (`evaluate`, `tag`, `inspect`).
+MODEL_LOST_REMEDY = "the run's model is lost: train the run again (the options in its config.json) into another --out"
+
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()

@@ -172,7 +172,8 @@ class RunConfig:
 
 
 DAMAGED_RUN_REMEDY = (
-    "if it is a run directory, its run cannot be read back: delete the directory (or this file) and train the run again"
+    "if convatt wrote it, its run cannot be read back: train the run again into another --out "
+    "(and delete this directory if convatt made it)"
 )
 
 

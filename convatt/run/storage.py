@@ -54,6 +54,7 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
         write(tmp)
         commit(tmp, path)
     except BaseException as e:
+        _close_hdf5_files(tmp)
         tmp.unlink(missing_ok=True)
         cause = _os_error_in(e)
         if cause is not None:
@@ -61,14 +62,31 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
         raise
 
 
+def _close_hdf5_files(path: Path) -> None:
+    """Close the HDF5 files a failed write left open on `path`. Keras does not close its
+    weights file when a write fails (a full disk): h5py would close it when the exception's
+    frames are freed, at exit, failing again with "Exception ignored ... errno = 28"
+    tracebacks after convatt's one-line message."""
+    import sys
+
+    h5py = sys.modules.get("h5py")
+    if h5py is None:
+        return
+    for fid in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
+        if os.fsdecode(fid.name) != os.fspath(path):
+            continue
+        with contextlib.suppress(Exception):  # its flush fails as the write did; the file is deleted next
+            h5py.File(fid).close()
+
+
 def os_error_reason(e: OSError) -> str:
     """Why an OSError happened, in one line: "No space left on device". h5py's errors carry
     no errno attribute, only "errno = 28" inside several lines of text."""
-    if e.strerror:
-        return e.strerror
-    found = re.search(r"errno = (\d+)", str(e))
+    found = re.search(r"errno = (\d+)", str(e))  # h5py's text, also as its strerror
     if found:
         return os.strerror(int(found.group(1)))
+    if e.strerror:
+        return e.strerror
     return " ".join(str(e).split())[:200] or type(e).__name__
 
 

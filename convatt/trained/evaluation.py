@@ -9,7 +9,7 @@ from convatt.data import Vocabularies, encode_split, load_corpus
 from convatt.errors import ConvattError
 from convatt.model.prediction import evaluate
 from convatt.model.variants import make_config
-from convatt.run.modelfiles import load_keras_model
+from convatt.run.modelfiles import MODEL_LOST_REMEDY, load_keras_model
 from convatt.run.schema import RunConfig
 from convatt.training.trainer import describe_unseen_tags, unseen_tags
 
@@ -43,6 +43,5 @@ def evaluate_run(
     if unseen:
         warn("warning: " + describe_unseen_tags(unseen, split))
     encoded = encode_split(sentences, vocab, tagger.max_len, tagger.max_word_len)
-    remedy = "the run's model is lost: delete the run directory and train the run again"
-    model = load_keras_model(run / "model.keras", remedy)
+    model = load_keras_model(run / "model.keras", MODEL_LOST_REMEDY)
     return evaluate(model, encoded, list(vocab.tags.tokens))

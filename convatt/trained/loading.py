@@ -80,11 +80,10 @@ def load_vocabularies(run: str | os.PathLike) -> Vocabularies:
 
 def load_model(run: str | os.PathLike):
     """The run's best model (`model.keras`), compiled as it was trained."""
-    import keras
-
     import convatt.model.tagger  # noqa: F401  registers the tagger's own layers for deserialisation
+    from convatt.run.modelfiles import MODEL_LOST_REMEDY, load_keras_model
 
-    return keras.saving.load_model(check_run_dir(run) / "model.keras")
+    return load_keras_model(check_run_dir(run) / "model.keras", MODEL_LOST_REMEDY)
 
 
 @dataclass(frozen=True)

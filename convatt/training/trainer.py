@@ -48,6 +48,7 @@ from convatt.model.prediction import evaluate, predict_tags
 from convatt.model.tagger import build_tagger, count_parameters
 from convatt.model.variants import TaggerConfig, make_config
 from convatt.run import provenance
+from convatt.run.advice import saved_run_config
 from convatt.run.fingerprint import DataFingerprint
 from convatt.run.modelfiles import check_weights_file, load_keras_model
 from convatt.run.schema import CONFIG_FILE, FINGERPRINT_KEY, RESULT_FILE, RunConfig, RunResult, check_types
@@ -299,13 +300,7 @@ def _check_out_dir(out: Path, run: RunConfig) -> None:
     if not out.is_dir():
         return
     if (out / CONFIG_FILE).exists():
-        differ = RunConfig.load(out).differences(run)
-        if differ:
-            raise ConvattError(
-                f"this run directory holds a different run ({', '.join(differ)}); "
-                "use another --out or delete the directory",
-                out / CONFIG_FILE,
-            )
+        saved_run_config(out, run)  # the same run, or an error naming the options that would resume it
         return
     foreign = foreign_entries(out)
     if foreign:
