@@ -163,3 +163,9 @@ def test_t_interval_bands_over_seeds():
     bands = seed_bands(curve, ["variant", "step"], "dev_accuracy").set_index("variant")
     assert bands.loc["a", ["low", "high"]].tolist() == pytest.approx(expected)
     assert bands.loc["a", "n"] == 3 and bands.loc["b", "mean"] == 0.5 and math.isnan(bands.loc["b", "low"])
+
+
+def test_identical_predictions_give_a_point_interval():
+    delta, tokens = np.zeros(50), TOKENS[:50].astype(float)
+    assert sig.bootstrap_difference(delta, tokens) == (0.0, 0.0, 0.0)
+    assert sig.permutation_p(delta, tokens) == 1.0

@@ -92,6 +92,8 @@ def bootstrap_difference(delta: np.ndarray, tokens: np.ndarray) -> tuple[float, 
     """(difference, CI low, CI high) in points: resampling sentences (BCa), the statistic is the
     mean over seeds of (variant − reference) accuracy = sum(delta) / sum(tokens)."""
     statistic = lambda d, n, axis=-1: 100 * d.sum(axis=axis) / n.sum(axis=axis)
+    if (tokens > 0).all() and np.ptp(delta / tokens) == 0:  # every resample gives the same: no BCa
+        return (float(statistic(delta, tokens)),) * 3
     ci = stats.bootstrap(
         (delta, tokens),
         statistic,
@@ -109,6 +111,8 @@ def permutation_p(delta: np.ndarray, tokens: np.ndarray) -> float:
     """Two-sided p-value of "no difference" by flipping the sign of each sentence's difference
     (swapping the two variants' tags on it), the paired permutation test."""
     total = tokens.sum()
+    if not delta.any():
+        return 1.0
     result = stats.permutation_test(
         (delta,),
         lambda d, axis=-1: d.sum(axis=axis) / total,
