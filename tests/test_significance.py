@@ -165,6 +165,17 @@ def test_t_interval_bands_over_seeds():
     assert bands.loc["a", "n"] == 3 and bands.loc["b", "mean"] == 0.5 and math.isnan(bands.loc["b", "low"])
 
 
+def test_sentence_scores_that_disagree_with_result_json_are_not_used(runs, tmp_path):
+    clear = runs[runs["corpus"] == "Clear"].copy()
+    clear.loc[clear["variant"] == "san-pe-add", "test_all"] += 0.001  # as if result.json were newer
+    two = clear[clear["seed"] < 2]  # two seeds: no ASO, fast
+    row = sig.comparison_frame(two).iloc[0]
+    assert row["bootstrap_note"].startswith("per-sentence scores disagree with result.json")
+    by_seed = two.pivot(index="seed", columns="variant", values="test_all")
+    expected = float((100 * (by_seed["san-pe-add-conv"] - by_seed["san-pe-add"])).mean())
+    assert math.isnan(row["ci_low"]) and row["diff"] == pytest.approx(expected, abs=1e-12)
+
+
 def test_identical_predictions_give_a_point_interval():
     delta, tokens = np.zeros(50), TOKENS[:50].astype(float)
     assert sig.bootstrap_difference(delta, tokens) == (0.0, 0.0, 0.0)

@@ -185,20 +185,27 @@ def comparisons(variants: set[str]) -> list[tuple[str, str]]:
     return pairs + [p for p in EXTRA_PAIRS if set(p) <= variants]
 
 
+def _bootstrap_columns(variant: pd.DataFrame, reference: pd.DataFrame, diff: float) -> dict:
+    """ci_low, ci_high and p_permutation from the paired runs' sentence scores, or bootstrap_note:
+    why not. `diff` (from result.json) must be what the sentence scores sum to."""
+    if variant.empty:
+        return {"bootstrap_note": "no seed in common"}
+    sentences = paired_sentences(list(variant["run_dir"]), list(reference["run_dir"]))
+    if isinstance(sentences, str):
+        return {"bootstrap_note": sentences}
+    observed, low, high = bootstrap_difference(*sentences)
+    if abs(observed - diff) > 1e-6:
+        return {"bootstrap_note": f"per-sentence scores disagree with result.json ({observed:+.4f} vs {diff:+.4f})"}
+    return {"ci_low": low, "ci_high": high, "p_permutation": permutation_p(*sentences), "bootstrap_note": ""}
+
+
 def compare(variant: pd.DataFrame, reference: pd.DataFrame) -> dict:
     """One comparison's numbers (COMPARISON_COLUMNS from n_variant on), from the runs of each."""
     v, r = variant.set_index("seed"), reference.set_index("seed")
     paired = sorted(set(v.index) & set(r.index))
-    row = {"n_variant": len(v), "n_reference": len(r), "n_paired": len(paired), "bootstrap_note": "", "aso_note": ""}
+    row = {"n_variant": len(v), "n_reference": len(r), "n_paired": len(paired), "aso_note": ""}
     row["diff"] = float((100 * (v.loc[paired, "test_all"] - r.loc[paired, "test_all"])).mean()) if paired else math.nan
-    sentences = paired_sentences(list(v.loc[paired, "run_dir"]), list(r.loc[paired, "run_dir"])) if paired else None
-    if not paired:
-        row["bootstrap_note"] = "no seed in common"
-    elif isinstance(sentences, str):
-        row["bootstrap_note"] = sentences
-    else:
-        row["diff"], row["ci_low"], row["ci_high"] = bootstrap_difference(*sentences)
-        row["p_permutation"] = permutation_p(*sentences)
+    row.update(_bootstrap_columns(v.loc[paired], r.loc[paired], row["diff"]))
     if min(len(v), len(r)) >= MIN_ASO_SEEDS:
         row["aso_epsilon"], row["aso_ratio"] = aso(100 * v["test_all"].to_numpy(), 100 * r["test_all"].to_numpy())
     else:
