@@ -144,9 +144,11 @@ def test_write_tables_writes_significance_and_equivalence(runs, tmp_path):
     for run_dir in few["run_dir"]:
         (only_few / Path(run_dir).relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
         Path(run_dir).rename(only_few / Path(run_dir).relative_to(root))
-    names = [p.name for p in tables.write_tables(only_few, tmp_path / "out").paths]
+    written = tables.write_tables(only_few, tmp_path / "out")
+    names = [p.name for p in written.paths]
     for name in ("significance_ptb", "equivalence_ptb"):
         assert f"{name}.md" in names and f"{name}.csv" in names
+    assert "`convatt evaluate RUN --sentences` writes them" in " ".join(written.notes)
     md = (tmp_path / "out" / "significance_ptb.md").read_text()
     assert "SAN+PE[add]+Temp − SAN+PE[add]" in md and sig.NO_SENTENCES in md
     csv = pd.read_csv(tmp_path / "out" / "equivalence_ptb.csv")

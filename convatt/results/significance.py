@@ -323,7 +323,18 @@ def _where(row) -> list[str]:
     return [str(place).replace("_", " "), row["setting"] or "paper"]
 
 
-def comparison_markdown(frame: pd.DataFrame, title: str) -> str:
+def comparison_notes(frame: pd.DataFrame) -> list[str]:
+    """What the user can do about missing intervals."""
+    missing = int((frame["bootstrap_note"] == NO_SENTENCES).sum())
+    if not missing:
+        return []
+    return [
+        f"{missing} comparison(s) have no bootstrap interval: some of their runs were trained before runs "
+        "kept per-sentence scores; `convatt evaluate RUN --sentences` writes them from the saved model."
+    ]
+
+
+def comparison_markdown(frame: pd.DataFrame, title: str, notes: list[str] | None = None) -> str:
     rows = [
         _where(r)
         + [
@@ -348,12 +359,8 @@ def comparison_markdown(frame: pd.DataFrame, title: str) -> str:
         "(with 3 seeds the bound is wide: 1 says nothing). "
         "See docs/statistics.md."
     )
-    return page(
-        title,
-        intro,
-        [],
-        markdown_table(header, rows) if rows else "No comparison: no variant ran beside its reference.",
-    )
+    empty = "No comparison: no variant ran beside its reference."
+    return page(title, intro, notes or [], markdown_table(header, rows) if rows else empty)
 
 
 def across_markdown(frame: pd.DataFrame, title: str) -> str:
@@ -401,7 +408,8 @@ def significance_tables(runs: pd.DataFrame) -> list[Table]:
             continue
         ours = comparisons_all[comparisons_all["preset"] == preset].reset_index(drop=True)
         title = f"Significance: {name} variants against SAN+PE[add] (and +Conv2d against +Conv)"
-        tables.append(Table(f"significance_{preset}", title, ours, comparison_markdown(ours, title)))
+        notes = comparison_notes(ours)
+        tables.append(Table(f"significance_{preset}", title, ours, comparison_markdown(ours, title, notes), notes))
         if preset == "ud":
             across = across_treebanks_frame(ours)
             title = "Significance across UD treebanks"
