@@ -17,12 +17,19 @@ from convatt.training.sentence_scores import rows_per_sentence, sentence_scores
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
+def tiny_root(tmp_path_factory):
+    """Two real runs (SAN+PE[add], +Temp; seed 1) of one epoch on 40 PTB-sample sentences."""
     from convatt.training.trainer import train_run
 
-    out = tmp_path_factory.mktemp("sentences") / "run"
-    train_run(tiny_options(out, epochs=1, limit=40, curve_every=0), log=lambda s: None)
-    return out
+    root = tmp_path_factory.mktemp("sentences")
+    for variant in ("san-pe-add", "san-pe-add-temp"):
+        train_run(tiny_options(root / variant, variant, epochs=1, limit=40, curve_every=0), log=lambda s: None)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_root):
+    return tiny_root / "san-pe-add"
 
 
 @pytest.mark.parametrize("split, name", [("test", SENTENCE_SCORES_FILE), ("dev", DEV_SENTENCE_SCORES_FILE)])
@@ -77,3 +84,15 @@ def test_a_long_sentence_adds_up_its_chunks():
         "ambiguous_tokens": [0, 3, 0],  # only the second chunk's three real tokens
         "ambiguous_correct": [0, 2, 0],
     }
+
+
+def test_the_significance_table_bootstraps_real_runs(tiny_root):
+    from convatt.results.frames import load_runs
+    from convatt.results.significance import comparison_frame
+
+    runs = load_runs(tiny_root)
+    row = comparison_frame(runs).iloc[0]
+    test_all = runs.set_index("variant")["test_all"]
+    assert (row["model"], row["against"], row["bootstrap_note"]) == ("SAN+PE[add]+Temp", "SAN+PE[add]", "")
+    assert row["diff"] == pytest.approx(100 * (test_all["san-pe-add-temp"] - test_all["san-pe-add"]), abs=1e-9)
+    assert row["ci_low"] <= row["diff"] <= row["ci_high"] and 0 <= row["p_permutation"] <= 1
