@@ -1,18 +1,25 @@
-"""`convatt evaluate`: a finished run's accuracies on a split."""
+"""`convatt evaluate`: a finished run's accuracies on a split, or its per-sentence scores."""
 
 from __future__ import annotations
 
 import sys
 
 from convatt.cli._common import load_backend
+from convatt.errors import ConvattError
 
 
 def cmd_evaluate(args) -> None:
     import json
 
     load_backend(args.debug)
-    from convatt.trained.evaluation import evaluate_run
+    from convatt.trained.evaluation import evaluate_run, write_run_sentence_scores
 
+    if args.sentences:
+        if args.data is not None:
+            raise ConvattError("--sentences scores the run's own corpus, as it trained: leave out --data")
+        for path in write_run_sentence_scores(args.run):
+            print(f"wrote {path}")
+        return
     warn = lambda line: print(f"convatt: {line}", file=sys.stderr)
     print(json.dumps(evaluate_run(args.run, args.data, args.split, warn=warn), indent=2))
 
@@ -22,4 +29,10 @@ def add_command(sub) -> None:
     p.add_argument("run", help="run directory")
     p.add_argument("--data", help="corpus (default: the run's own)")
     p.add_argument("--split", default="test", choices=["train", "dev", "test"])
+    p.add_argument(
+        "--sentences",
+        action="store_true",
+        help="(re)write the run's per-sentence scores (test_sentences.csv, dev_sentences.csv) from its saved "
+        "model, for the significance tables of `convatt tables`",
+    )
     p.set_defaults(func=cmd_evaluate)

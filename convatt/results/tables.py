@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from convatt.model.variants import PAPER_VARIANTS, UD_VARIANTS
-from convatt.results import efficiency, protocol_comparison
+from convatt.results import efficiency, protocol_comparison, significance
 from convatt.results import summary as run_summary
 from convatt.results.frames import (
     METRICS,
@@ -403,6 +403,7 @@ def build_tables(
         tables += [ud_macro_table(runs), ud_treebank_table(runs)]
         tables += efficiency.ud_efficiency_tables(runs, histories, curves)
     comparison = protocol_comparison.protocol_table(runs, histories, curves)
+    tables += significance.significance_tables(runs)
     return tables + ([comparison] if comparison else []) + [run_summary.summary_table(runs)]
 
 

@@ -31,6 +31,19 @@ PAPER_EPOCHS = 100
 COMPUTATION = 2
 COMPUTATION_BEFORE_SPARSE_FIX = 1
 CONFIG_FILE, RESULT_FILE = "config.json", "result.json"
+# Per-sentence scores of a split (`convatt.training.sentence_scores`): one row per sentence,
+# the counts behind result.json's accuracies, for the significance tests.
+SENTENCE_SCORES_FILE = "test_sentences.csv"
+DEV_SENTENCE_SCORES_FILE = "dev_sentences.csv"
+SENTENCE_SCORE_COLUMNS = [
+    "sentence",
+    "tokens",
+    "correct",
+    "oov_tokens",
+    "oov_correct",
+    "ambiguous_tokens",
+    "ambiguous_correct",
+]
 LEGACY_KEYS = ("preset", "variant", "seed", "data")  # what a config.json without "format" must hold
 FINGERPRINT_KEY = "data_fingerprint"  # beside the options in config.json (convatt.run.fingerprint)
 _TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "dict": dict, "list": list}

@@ -102,6 +102,7 @@ def _os_error_in(e: BaseException) -> OSError | None:
 # ---- what a run directory may hold ------------------------------------------------
 RUN_FILES = frozenset(
     {"config.json", "vocab.json", "history.csv", "curve.csv", "model.keras", "result.json", "checkpoint", ".lock"}
+    | {"test_sentences.csv", "dev_sentences.csv"}  # schema.SENTENCE_SCORES_FILE, DEV_SENTENCE_SCORES_FILE
 )
 """Everything `convatt train` writes at a run directory's top level."""
 LAUNCHER_FILE = re.compile(r"train\.log|slurm-[\w.-]*\.(out|err)")

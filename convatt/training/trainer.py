@@ -67,6 +67,7 @@ from convatt.run.storage import (
 from convatt.training import interrupt
 from convatt.training.metrics import batch_mean_accuracy, token_accuracy
 from convatt.training.protocol import Protocol
+from convatt.training.sentence_scores import write_sentence_scores
 
 HISTORY_COLUMNS = ["epoch", "loss", "train_accuracy", "dev_accuracy", "dev_batch_mean_accuracy", "seconds"]
 CURVE_COLUMNS = ["step", "epoch", "dev_accuracy", "dev_batch_mean_accuracy"]
@@ -357,6 +358,7 @@ class Trainer:
         model.load_weights(self.ckpt / f"best-{state.best_epoch}.weights.h5")
         result = self._result(model, data, state, n_params)
         write_atomically(self.out / "model.keras", model.save)
+        write_sentence_scores(self.out, model, run, self.config.max_len, {"test": data.test, "dev": data.dev})
         result.save(self.out)
         self._remove_checkpoint()
         self._report(result, state)
