@@ -13,6 +13,7 @@ to a gold word with the same tag, recall the share of gold words, F1 their harmo
 from __future__ import annotations
 
 import os
+import unicodedata
 from dataclasses import dataclass
 
 from convatt.data.untagged import TAG_FIELD, _groups, _read_block, iter_lines
@@ -104,7 +105,7 @@ def read_document(path: str | os.PathLike, column: str = "upos") -> Document:
         begin, multiword_last, multiword_span = at, 0, (0, 0)
         for line in (line for line in lines if not line.startswith("#")):
             fields = line.split("\t")
-            word_id, chars = fields[0], "".join(fields[1].split())
+            word_id, chars = fields[0], _without_spaces(fields[1])
             if "." in word_id:  # an empty node is no word of the text
                 continue
             if "-" not in word_id and int(word_id) <= multiword_last:
@@ -120,6 +121,11 @@ def read_document(path: str | os.PathLike, column: str = "upos") -> Document:
                 words.append(Word(fields[1], fields[field], *span, multiword=False))
         sentences.append((begin, at))
     return Document("".join(pieces), words, tokens, sentences)
+
+
+def _without_spaces(form: str) -> str:
+    """FORM without its space characters (Unicode category Zs), as the shared task compared texts."""
+    return "".join(c for c in form if unicodedata.category(c) != "Zs")
 
 
 def span_score(gold: list[tuple[int, int]], system: list[tuple[int, int]]) -> Score:
