@@ -223,3 +223,28 @@ def test_the_python_api_tags_as_the_cli_does(ud_run):
     assert doc.to_conllu() == r.stdout.decode().replace("# newpar\n", "")
     listed = tagger.tag_tokens([["Raw", "text", "."], ["Two", "sentences", "."]])
     assert [s.pairs() for s in listed] == [s.pairs() for s in doc]
+
+
+def test_progress_is_shown_on_a_terminal_only(ud_run, tmp_path):
+    import os
+    import pty
+
+    (tmp_path / "in.txt").write_text("It rains. The dog barks.\n" * 3)
+    command = [sys.executable, "-m", "convatt", "tag", ud_run, "--format", "text", "--input", tmp_path / "in.txt"]
+    leader, follower = pty.openpty()
+    r = subprocess.run(command, stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            piece = os.read(leader, 4096)
+        except OSError:  # the terminal's other end is closed
+            break
+        if not piece:
+            break
+        shown += piece
+    os.close(leader)
+    assert r.returncode == 0
+    assert b"\r\x1b[Ktagged 6 sentences, 21 tokens (" in shown and b"tokens/s)" in shown
+    plain = subprocess.run(command, capture_output=True)
+    assert b"\x1b[K" not in plain.stderr and b"tagged 6 sentences (21 tokens)" in plain.stderr
