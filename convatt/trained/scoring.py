@@ -16,6 +16,7 @@ import os
 import unicodedata
 from dataclasses import dataclass
 
+from convatt.data._io import existing_file
 from convatt.data.untagged import TAG_FIELD, _groups, _read_block, iter_lines
 from convatt.errors import ConvattError
 
@@ -92,7 +93,7 @@ class ScoreReport:
 
 def read_document(path: str | os.PathLike, column: str = "upos") -> Document:
     """A CoNLL-U file, checked as `convatt tag` checks its input, as spans of its words and tokens."""
-    name, field = os.fspath(path), TAG_FIELD[column]
+    name, field = os.fspath(existing_file(path)), TAG_FIELD[column]
     pieces: list[str] = []
     words: list[Word] = []
     tokens: list[tuple[int, int]] = []
