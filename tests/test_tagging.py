@@ -1,19 +1,22 @@
 """convatt tag: a run's model tags CoNLL-U or text; the output scores as `convatt evaluate` does."""
 
 import gzip
+import itertools
 import re
 import subprocess
 import sys
 
+import conllu
 import pytest
 from conftest import LINES, tiny_options
 
+import convatt as convatt_api
 from convatt.data import read_conllu
-from convatt.data.untagged import read_untagged
+from convatt.data.untagged import iter_blocks, read_untagged
 from convatt.errors import ConvattError
 from convatt.trained.evaluation import evaluate_run
 from convatt.trained.loading import load_run
-from convatt.trained.tagging import tag_blocks
+from convatt.trained.tagging import tag_blocks, tag_stream
 
 TEST_FILE = LINES / "en_lines-ud-test.conllu.gz"
 
@@ -32,16 +35,16 @@ def ud_model(ud_run):
     return load_run(ud_run)
 
 
-def tag_text(trained, text: str, fmt: str, tmp_path):
+def tag_text(trained, text: str, fmt: str, tmp_path, keep_columns: bool = True):
     source = tmp_path / f"input.{fmt}"
     source.write_text(text)
     s = trained.settings
-    return tag_blocks(trained.model, trained.vocab, s.config, s.tag_column, read_untagged(source, fmt))
+    return tag_blocks(trained.model, trained.vocab, s.config, s.tag_column, read_untagged(source, fmt), keep_columns)
 
 
 def test_tagged_test_file_scores_what_evaluate_reports(ud_run, tmp_path):
     out = tmp_path / "tagged.conllu"
-    r = convatt("tag", ud_run, "--input", TEST_FILE, "--output", out)
+    r = convatt("tag", ud_run, "--input", TEST_FILE, "--output", out, "--keep-columns")
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     gold, tagged = read_conllu(TEST_FILE), read_conllu(out)
     pairs = [(g, t) for gs, ts in zip(gold, tagged, strict=True) for (_, g), (_, t) in zip(gs, ts, strict=True)]
@@ -140,3 +143,108 @@ def test_cli_reports_bad_input_without_a_traceback(ud_run, tmp_path):
     assert r.stderr.decode().strip().splitlines()[-1].startswith("convatt: error: <stdin>:2: not valid UTF-8")
     r = convatt("tag", tmp_path / "no-run", "--input", TEST_FILE)
     assert r.returncode == 2 and "run directory not found" in r.stderr.decode()
+
+
+def test_columns_the_model_did_not_predict_are_emptied_and_conllu_parses_the_output(ud_model, tmp_path):
+    lines = [
+        "# sent_id = a",
+        "# text = I'm here",
+        "1-2\tI'm\t_\t_\t_\t_\t_\t_\t_\tSpaceAfter=No",
+        "1\tI\tI\tPRON\tPRP\tCase=Nom\t3\tnsubj\t3:nsubj\t_",
+        "2\t'm\tbe\tAUX\tVBP\t_\t3\tcop\t_\t_",
+        "3\there\there\tADV\tRB\t_\t0\troot\t_\tSpaceAfter=No",
+    ]
+    text, _ = tag_text(ud_model, "\n".join(lines) + "\n", "conllu", tmp_path, keep_columns=False)
+    sentence = conllu.parse(text)[0]
+    assert sentence.metadata == {"sent_id": "a", "text": "I'm here"}
+    assert [t["id"] for t in sentence] == [(1, "-", 2), 1, 2, 3]
+    assert sentence[0]["misc"] == {"SpaceAfter": "No"} and sentence[3]["misc"] == {"SpaceAfter": "No"}
+    for token in sentence[1:]:
+        assert token["upos"] in ud_model.vocab.tags.tokens[2:]
+        assert [token[k] for k in ("lemma", "xpos", "feats", "head", "deprel", "deps")] == [
+            "_",
+            None,
+            None,
+            None,
+            "_",
+            None,
+        ]
+
+
+def test_raw_text_is_tokenised_split_and_parses_back(ud_run):
+    r = convatt("tag", ud_run, "--format", "text", stdin=b"Raw text. Don't you're sure?\n\nNew paragraph")
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    sentences = conllu.parse(r.stdout.decode())
+    assert [[t["form"] for t in s] for s in sentences] == [
+        ["Raw", "text", "."],
+        ["Do", "n't", "you", "'re", "sure", "?"],
+        ["New", "paragraph"],
+    ]
+    assert sentences[1].metadata["text"] == "Don't you're sure?" and "newpar" in sentences[2].metadata
+    assert "warning" not in r.stderr.decode()
+
+
+def test_whitespace_tokens_that_carry_punctuation_are_warned_about(ud_run):
+    r = convatt("tag", ud_run, "--format", "text", "--tokenizer", "none", stdin=b"The dog. barks\n")
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    assert [t["form"] for t in conllu.parse(r.stdout.decode())[0]] == ["The", "dog.", "barks"]
+    assert "warning: 1 token(s) still carry punctuation (e.g. 'dog.')" in r.stderr.decode()
+
+
+def test_vertical_input_with_an_ignored_second_column(ud_run, tmp_path):
+    (tmp_path / "v.txt").write_text("The\tDET\ndog\nbarks\tX\n\n\nIt\nrains\n")
+    r = convatt("tag", ud_run, "--format", "vertical", "--input", tmp_path / "v.txt")
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    assert [[t["form"] for t in s] for s in conllu.parse(r.stdout.decode())] == [
+        ["The", "dog", "barks"],
+        ["It", "rains"],
+    ]
+    (tmp_path / "v.txt").write_text("The\tDET\tx\n")
+    with pytest.raises(ConvattError, match="v.txt:1: expected a token and at most one more column"):
+        read_untagged(tmp_path / "v.txt", "vertical")
+
+
+def test_input_is_read_and_tagged_lazily(ud_model):
+    """An endless input: the reader and the tagger take only what they need, so memory stays flat."""
+    endless = (b"It rains. The dog barks.\n" for _ in itertools.count())
+    blocks = iter_blocks(None, "text", endless, "syntok")
+    s = ud_model.settings
+    chunks = tag_stream(ud_model.model, ud_model.vocab, s.config, s.tag_column, blocks, chunk=10)
+    text, stats = next(chunks)
+    assert stats.sentences == 10 and text.count("# sent_id") == 10
+
+
+def test_the_python_api_tags_as_the_cli_does(ud_run):
+    tagger = convatt_api.load_tagger(ud_run)
+    doc = tagger.tag("Raw text. Two sentences.")
+    assert [[w.form for w in s.words] for s in doc] == [["Raw", "text", "."], ["Two", "sentences", "."]]
+    assert all(w.tag in tagger.trained.vocab.tags.tokens[2:] for s in doc for w in s.words)
+    r = convatt("tag", ud_run, "--format", "text", stdin=b"Raw text. Two sentences.")
+    assert doc.to_conllu() == r.stdout.decode().replace("# newpar\n", "")
+    listed = tagger.tag_tokens([["Raw", "text", "."], ["Two", "sentences", "."]])
+    assert [s.pairs() for s in listed] == [s.pairs() for s in doc]
+
+
+def test_progress_is_shown_on_a_terminal_only(ud_run, tmp_path):
+    import os
+    import pty
+
+    (tmp_path / "in.txt").write_text("It rains. The dog barks.\n" * 3)
+    command = [sys.executable, "-m", "convatt", "tag", ud_run, "--format", "text", "--input", tmp_path / "in.txt"]
+    leader, follower = pty.openpty()
+    r = subprocess.run(command, stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            piece = os.read(leader, 4096)
+        except OSError:  # the terminal's other end is closed
+            break
+        if not piece:
+            break
+        shown += piece
+    os.close(leader)
+    assert r.returncode == 0
+    assert b"\r\x1b[Ktagged 6 sentences, 21 tokens (" in shown and b"tokens/s)" in shown
+    plain = subprocess.run(command, capture_output=True)
+    assert b"\x1b[K" not in plain.stderr and b"tagged 6 sentences (21 tokens)" in plain.stderr

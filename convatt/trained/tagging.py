@@ -11,17 +11,21 @@ tags: the labels `<PAD>` and `<OOV>` are never written.
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from convatt.data import EncodedSplit, Vocabularies, encode_split
 from convatt.data.batching import iterate_batches
+from convatt.data.tokenize import carries_punctuation
 from convatt.data.untagged import Block
 from convatt.data.vocab import OOV_ID
 from convatt.model.variants import TaggerConfig
+
+CHUNK_SENTENCES = 1000  # sentences encoded and predicted at once: bounds memory on any input size
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,16 @@ class TaggingStats:
     seconds: float  # encoding, prediction and formatting; not loading the model
     long_sentences: int  # longer than max_len: tagged in pieces
     long_words: int  # tokens longer than max_word_len: the char CNN reads their start
+    punctuated: int = 0  # tokens with punctuation at an edge (checked only for raw-text input)
+    punctuated_example: str = ""
+
+    def __add__(self, other: TaggingStats) -> TaggingStats:
+        return TaggingStats(
+            *(getattr(self, f) + getattr(other, f) for f in self._COUNTS),
+            punctuated_example=self.punctuated_example or other.punctuated_example,
+        )
+
+    _COUNTS = ("sentences", "tokens", "seconds", "long_sentences", "long_words", "punctuated")
 
     def summary(self, load_seconds: float | None = None) -> str:
         rate = lambda n: n / max(self.seconds, 1e-9)
@@ -61,15 +75,23 @@ def tag_sentences(model, vocab: Vocabularies, config: TaggerConfig, sentences: l
 
 
 def tag_blocks(
-    model, vocab: Vocabularies, config: TaggerConfig, column: str, blocks: list[Block]
+    model,
+    vocab: Vocabularies,
+    config: TaggerConfig,
+    column: str,
+    blocks: list[Block],
+    keep_columns: bool = False,
+    tokenizer: str | None = None,
 ) -> tuple[str, TaggingStats]:
-    """CoNLL-U text of `blocks` with `column` ("upos"/"xpos") filled in, and what it took."""
+    """CoNLL-U text of `blocks` with `column` ("upos"/"xpos") filled in, and what it took;
+    the other analysis columns are emptied unless `keep_columns`. With the `tokenizer` raw
+    text was read with, tokens that still carry punctuation are counted."""
     start = time.perf_counter()
     sentences = [b.forms for b in blocks if b.forms]
     tags = iter(tag_sentences(model, vocab, config, sentences))
     out = []
     for block in blocks:
-        lines = block.tagged(next(tags), column) if block.forms else block.lines
+        lines = block.tagged(next(tags), column, keep_columns) if block.forms else block.lines
         out.append("\n".join(lines) + "\n\n")
     stats = TaggingStats(
         sentences=len(sentences),
@@ -77,8 +99,42 @@ def tag_blocks(
         seconds=time.perf_counter() - start,
         long_sentences=sum(len(s) > config.max_len for s in sentences),
         long_words=sum(len(w) > config.max_word_len for s in sentences for w in s),
+        **_punctuated(sentences, tokenizer),
     )
     return "".join(out), stats
+
+
+def _punctuated(sentences: list[list[str]], tokenizer: str | None) -> dict:
+    found = [w for s in sentences for w in s if tokenizer and carries_punctuation(w, tokenizer)]
+    return dict(punctuated=len(found), punctuated_example=found[0] if found else "")
+
+
+def tag_stream(
+    model,
+    vocab: Vocabularies,
+    config: TaggerConfig,
+    column: str,
+    blocks: Iterable[Block],
+    keep_columns: bool = False,
+    tokenizer: str | None = None,
+    chunk: int = CHUNK_SENTENCES,
+) -> Iterator[tuple[str, TaggingStats]]:
+    """`tag_blocks` over `chunk` blocks at a time, read from `blocks` as they are needed:
+    (CoNLL-U text, stats) of each chunk, so memory does not grow with the input."""
+    blocks = iter(blocks)
+    while group := list(itertools.islice(blocks, chunk)):
+        yield tag_blocks(model, vocab, config, column, group, keep_columns, tokenizer)
+
+
+def punctuation_note(stats: TaggingStats, tokenizer: str) -> str | None:
+    """A warning when tokens still carry punctuation at an edge (raw text read without a tokeniser)."""
+    if not stats.punctuated:
+        return None
+    remedy = "drop --tokenizer none (syntok splits them)" if tokenizer == "none" else "is the text tokenised?"
+    return (
+        f"warning: {stats.punctuated:,} token(s) still carry punctuation (e.g. {stats.punctuated_example!r}); "
+        f"the model was trained on tokens with punctuation split off: {remedy}"
+    )
 
 
 def notes(stats: TaggingStats, config: TaggerConfig) -> list[str]:
@@ -98,17 +154,36 @@ def notes(stats: TaggingStats, config: TaggerConfig) -> list[str]:
     return found
 
 
-def tag_run(run, blocks: list[Block], log: Callable[[str], None]) -> str:
-    """Tag `blocks` with the best model of `run`; progress and rates go to `log`."""
-    from convatt.trained.loading import load_model, load_settings, load_vocabularies
+def tag_run(
+    run,
+    blocks: Iterable[Block],
+    write: Callable[[str], object],
+    log: Callable[[str], None],
+    keep_columns: bool = False,
+    tokenizer: str | None = None,
+    progress: Callable[[TaggingStats], None] | None = None,
+) -> TaggingStats:
+    """Tag `blocks` with the best model of `run`, handing each chunk's CoNLL-U to `write` as it
+    is done; `progress` sees the running totals after each chunk; notes and rates go to `log`."""
+    from convatt.trained.loading import load_run
 
-    settings = load_settings(run)
-    vocab = load_vocabularies(run)
     start = time.perf_counter()
-    model = load_model(run)
+    trained = load_run(run)
     load_seconds = time.perf_counter() - start
-    text, stats = tag_blocks(model, vocab, settings.config, settings.tag_column, blocks)
-    for note in notes(stats, settings.config):
+    settings = trained.settings
+    total, start = TaggingStats(0, 0, 0.0, 0, 0), time.perf_counter()
+    for text, stats in tag_stream(
+        trained.model, trained.vocab, settings.config, settings.tag_column, blocks, keep_columns, tokenizer
+    ):
+        write(text)
+        # the rate counts reading, tokenising and writing too, not only the model
+        total = replace(total + stats, seconds=time.perf_counter() - start)
+        if progress:
+            progress(total)
+    for note in notes(total, settings.config):
         log(f"note: {note}")
-    log(f"{stats.summary(load_seconds)}; {settings.tag_column.upper()} from {settings.variant} ({settings.preset} run)")
-    return text
+    warning = punctuation_note(total, tokenizer)
+    if warning:
+        log(warning)
+    log(f"{total.summary(load_seconds)}; {settings.tag_column.upper()} from {settings.variant} ({settings.preset} run)")
+    return total
