@@ -164,6 +164,8 @@ RUNS_FILE = "{tmp}/runs.txt"
 
 # ---- the table ---------------------------------------------------------------------------
 
+GOLD_SENTENCE = "1\tThe\t_\tDET\t_\t_\t_\t_\t_\t_\n2\tcat\t_\tNOUN\t_\t_\t_\t_\t_\t_\n\n"
+
 CASES = [
     # params
     Case("params-unknown-preset", ["params", "--preset", "ptbb"], None, 2, "ptbb"),
@@ -283,6 +285,20 @@ CASES = [
     ),
     Case("evaluate-data-missing", ["evaluate", "{run}", "--data", "{tmp}/nope", "--split", "dev"], None, 2, "nope"),
     # tag
+    Case(
+        "score-gold-missing",
+        ["score", "{tmp}/nope.conllu", "{tmp}/nope2.conllu"],
+        None,
+        2,
+        "nope.conllu: file not found",
+    ),
+    Case(
+        "score-system-not-conllu",
+        ["score", "{tmp}/gold.conllu", "{tmp}/sys.conllu"],
+        lambda tmp, run: (write("gold.conllu", GOLD_SENTENCE)(tmp, run), write("sys.conllu", "1\tThe\n")(tmp, run)),
+        2,
+        "sys.conllu:1: expected 10 tab-separated fields",
+    ),
     Case("tag-run-missing", ["tag", "{tmp}/nope", "--input", "{tmp}/in.txt"], None, 2, "run directory not found"),
     Case(
         "tag-truncated-model",
