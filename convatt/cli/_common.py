@@ -9,12 +9,6 @@ from pathlib import Path
 
 from convatt.errors import ConvattError
 
-EMBEDDED_DATA = (
-    Path(__file__).resolve().parent.parent / "embedded"
-)  # = convatt.data.EMBEDDED_DATA_DIR, without importing it
-DEFAULT_DATA = {"ptb": EMBEDDED_DATA / "ptb-sample.tar.gz", "ud": EMBEDDED_DATA / "ud-2.2" / "UD_English-LinES"}
-MAX_SEED = 2**32 - 1  # NumPy's and Keras' seeds are unsigned 32-bit integers
-
 
 def quiet_backend() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -49,16 +43,6 @@ def load_backend(debug: bool) -> None:
         import keras
 
         keras.ops.convert_to_tensor(0)  # the backend finds its devices now, quietly
-
-
-def check_at_least(flag: str, value: int | None, minimum: int = 1) -> None:
-    if value is not None and value < minimum:
-        raise ConvattError(f"{flag} must be at least {minimum}, not {value}")
-
-
-def check_seed(seed: int) -> None:
-    if not 0 <= seed <= MAX_SEED:
-        raise ConvattError(f"--seed must be between 0 and {MAX_SEED:,} (2**32 - 1), not {seed}")
 
 
 def resolved(path) -> str | None:

@@ -11,8 +11,6 @@ Sentence = list[tuple[str, str]]
 EMBEDDED_DATA_DIR = Path(__file__).resolve().parents[1] / "embedded"
 """The corpora shipped inside the package (`convatt/embedded/`, package data), and the paper's tables."""
 
-PRESETS = ("ptb", "ud")
-
 
 @dataclass(frozen=True)
 class Corpus:

@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from convatt.data import Vocabularies, encode_split, load_corpus
-from convatt.errors import ConvattError
+from convatt.data import encode_split, load_corpus
 from convatt.model.prediction import evaluate
-from convatt.model.variants import make_config
-from convatt.run.modelfiles import load_keras_model
-from convatt.run.schema import RunConfig
+from convatt.trained.loading import load_model, load_settings, load_vocabularies
 from convatt.training.trainer import describe_unseen_tags, unseen_tags
 
 
@@ -23,14 +20,9 @@ def evaluate_run(
     """Accuracies (all / OOV / ambiguous / per tag) of `run`'s best model on a split;
     what could surprise a reader of them goes to `warn`."""
     run = Path(run)
-    if not run.is_dir():
-        raise ConvattError("run directory not found" if not run.exists() else "not a directory", run)
-    for name in ("config.json", "vocab.json", "model.keras"):
-        if not (run / name).exists():
-            raise ConvattError(f"not a finished run directory: {name} is missing", run)
-    config = RunConfig.load(run)
-    tagger = make_config(config.preset, config.variant, config.protocol)
-    vocab = Vocabularies.load(run / "vocab.json")
+    config = load_settings(run).run_config
+    tagger = config.tagger_config()
+    vocab = load_vocabularies(run)
     trained_on = load_corpus(config.preset, config.data_path(run))
     corpus = trained_on if data is None else load_corpus(config.preset, data)
     sentences = getattr(corpus, split)
@@ -43,6 +35,4 @@ def evaluate_run(
     if unseen:
         warn("warning: " + describe_unseen_tags(unseen, split))
     encoded = encode_split(sentences, vocab, tagger.max_len, tagger.max_word_len)
-    remedy = "the run's model is lost: delete the run directory and train the run again"
-    model = load_keras_model(run / "model.keras", remedy)
-    return evaluate(model, encoded, list(vocab.tags.tokens))
+    return evaluate(load_model(run), encoded, list(vocab.tags.tokens))
