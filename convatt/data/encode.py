@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from convatt.data.corpus import Corpus, Sentence
+from convatt.data.corpus import MAX_LEN, MAX_WORD_LEN, Corpus, Sentence
 from convatt.data.formats import data_format
 from convatt.data.vocab import (
     OOV_ID,
@@ -24,9 +24,6 @@ from convatt.data.vocab import (
 )
 from convatt.errors import ConvattError
 from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
-
-MAX_LEN = 60  # t: tokens per row (REFERENCE.md)
-MAX_WORD_LEN = 20  # t_char: characters per word
 
 
 @dataclass

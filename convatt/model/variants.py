@@ -7,7 +7,7 @@ import dataclasses
 import difflib
 from dataclasses import dataclass
 
-from convatt.data.encode import MAX_LEN, MAX_WORD_LEN
+from convatt.data.corpus import MAX_LEN, MAX_WORD_LEN
 from convatt.data.formats import data_format
 from convatt.errors import ConvattError
 from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol

@@ -38,7 +38,7 @@ from convatt.run.storage import write_atomically
 
 BANDS = ("minmax", "std")
 # One fixed colour per variant, the same in every figure (tab10, two more, then five of tab20b
-# for issue 16's attention variants).
+# for the attention variants beyond the paper).
 _PALETTE = [
     "#1f77b4",
     "#ff7f0e",

@@ -1,4 +1,4 @@
-"""The paper's code's protocol against Keras 3's, on the same data and seeds (README "Training protocol").
+"""The paper's code's protocol against Keras 3's, on the same data and seeds (docs/protocol.md).
 
 For every corpus and variant that finished under both the paper's setting (`--protocol original`,
 the default) and `--protocol keras3`: test accuracy beside the paper's, the best and the last

@@ -212,7 +212,7 @@ def common_notes(runs: pd.DataFrame) -> list[str]:
     if (runs["protocol"] != "original").any():
         notes.append(
             "Models marked [keras3] (or with protocol items) trained with Keras 3's optimizer and loss "
-            "rather than the paper's code's (`convatt train --protocol`, README \"Training protocol\"); "
+            "rather than the paper's code's (`convatt train --protocol`, docs/protocol.md); "
             "runs made before convatt had protocols count as keras3."
         )
     return notes

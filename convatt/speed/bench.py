@@ -8,7 +8,7 @@ shape (tracing, compilation) are not timed; the timed steps of the two models ar
 interleaved and their medians reported. tokens/s counts non-PAD tokens. The last
 line is `speedup N.NNx` (baseline step time / tagger step time).
 
-The baseline covers the paper's variants only. For the others (issue 16's attention
+The baseline covers the paper's variants only. For the others (the attention
 variants, Shaw, ALiBi), or with `reference="san-pe-add"` (any variant name), the
 reference is that variant built by `build_tagger` in the same process (`reference`
 in the result), and the speedup is its step time over the variant's; a line before
