@@ -43,6 +43,8 @@ class DataFormat:
             over treebanks (UD) rather than reported per corpus (PTB).
         paper_tables: the names of the paper's tables of its results (`convatt tables`).
         paper_sizes: the paper's vocabulary sizes (words, chars, labels), for `convatt params`.
+        bench_sizes: the synthetic data of `convatt bench`: words, chars and labels (PAD and
+            OOV included) and the number of distinct surface forms.
     """
 
     name: str
@@ -58,6 +60,7 @@ class DataFormat:
     treebanks: bool = False
     paper_tables: tuple[str, ...] = ()
     paper_sizes: tuple[int, int, int] | None = None
+    bench_sizes: tuple[int, int, int, int] = (10_000, 100, 20, 20_000)
 
 
 FORMATS: dict[str, DataFormat] = {}
@@ -112,6 +115,7 @@ PTB = register(
         vocab_size=20_000,
         paper_tables=("table2b_ptb",),
         paper_sizes=(20_002, 84, 47),  # REFERENCE.md
+        bench_sizes=(20_002, 84, 47, 45_000),
     )
 )
 UD = register(
@@ -127,5 +131,6 @@ UD = register(
         vocab_fraction=0.5,
         treebanks=True,
         paper_tables=("table2c_ud_macro", "table2d_ud_per_treebank"),
+        bench_sizes=(10_000, 100, 19, 20_000),
     )
 )
