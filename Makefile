@@ -6,13 +6,13 @@
 #                       make ud-all UD_DIR=data/ud-2.2
 #   make ud-all         Table 2c/2d: 5 variants x the paper's 47 treebanks found
 #                       under UD_DIR x SEEDS                       (60 on the 4 embedded)
-#   make ptb-positions  issue 6: the position methods (POSITION_VARIANTS) on PTB
+#   make ptb-positions  beyond the paper: the position methods (POSITION_VARIANTS) on PTB
 #   make ud-positions   ... and on UD
-#   make ptb-attention  issue 16: other ways to process the attention matrix (ATTENTION_VARIANTS) on PTB
+#   make ptb-attention  beyond the paper: other ways to process the attention matrix (ATTENTION_VARIANTS) on PTB
 #   make ud-attention   ... and on UD
 #   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*, efficiency_*
 #   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}
-#   make docs-results   the committed docs/results/ from RUNS, and the README's tables from them
+#   make docs-results   the committed docs/results/ from RUNS, and the copies of its tables in README.md and docs/results.md
 #   make status         how many runs of each grid are finished (and queued/running on Slurm)
 #   make test           the test suite (TensorFlow, then the layer tests again on JAX)
 #   make venv           the virtual environment .venv (everything else builds it first)
@@ -49,7 +49,7 @@ UD_DATA_FLAGS ?=
 # fastText vectors (the paper: wiki-news-300d-1M-subword.vec); empty: no pretrained vectors
 EMBEDDINGS   ?=
 SEEDS        ?= 1 2 3
-# empty: the target's own list (ptb-all/ud-all: the paper's, *-positions: issue 6's, *-attention: issue 16's)
+# empty: the target's own list (ptb-all/ud-all: the paper's, *-positions: POSITION_VARIANTS, *-attention: ATTENTION_VARIANTS)
 VARIANTS     ?=
 # empty: the paper's 47 treebanks, those found under UD_DIR ("English-LinES" or "UD_English-LinES")
 TREEBANKS    ?=
@@ -219,7 +219,7 @@ plots: | $(VENV_STAMP)
 	$(CONVATT) plot --runs $(RUNS) --out $(RESULTS)
 
 # ---- the committed results: docs/results from RUNS (the paper's setting and keras3, PNGs only),
-# then the README's copies of their tables (experiments/readme_tables.py, between
+# then the copies of their tables in README.md and docs/results.md (experiments/readme_tables.py, between
 # `<!-- table: ... -->` markers; tests/test_readme.py checks that they are the files') ----
 .PHONY: docs-results readme-tables
 DOCS_RESULTS ?= docs/results
@@ -228,10 +228,10 @@ docs-results: | $(VENV_STAMP)
 	$(CONVATT) tables --runs $(RUNS) --out $(DOCS_RESULTS) $(DOCS_SETTINGS)
 	$(CONVATT) plot --runs $(RUNS) --out $(DOCS_RESULTS) $(DOCS_SETTINGS)
 	rm -f $(DOCS_RESULTS)/*.pdf
-	$(VENV)/bin/python experiments/readme_tables.py README.md
+	$(VENV)/bin/python experiments/readme_tables.py
 
 readme-tables: | $(VENV_STAMP)
-	$(VENV)/bin/python experiments/readme_tables.py README.md
+	$(VENV)/bin/python experiments/readme_tables.py
 
 count_done = $(words $(wildcard $(1))) of $(words $(1))
 # where Slurm answers: ", N queued, M running on Slurm" (array tasks of RUNS/slurm/ submissions)

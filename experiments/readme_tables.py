@@ -1,15 +1,18 @@
 """Copy the committed result tables (docs/results/*.md, written by `convatt tables`) into the
-README between markers, so that the README's tables are those files' and never typed by hand:
+pages that show them (README.md, docs/results.md) between markers, so that their tables are
+those files' and never typed by hand:
 
-    <!-- table: docs/results/table2d_ud_per_treebank.md -->
+    <!-- table: results/table2d_ud_per_treebank.md -->
     (replaced by the first Markdown table of that file)
     <!-- end table -->
 
-`docs/results/table2b_ptb.md#PTB-sample` takes the first table after the heading "PTB-sample"
-(any level). Paths are relative to the README.
+`results/table2b_ptb.md#PTB-sample` takes the first table after the heading "PTB-sample"
+(any level). Paths are relative to the page holding the marker.
 
-    python experiments/readme_tables.py [README.md]           rewrite the blocks (`make readme-tables`)
-    python experiments/readme_tables.py --check [README.md]   exit 1, naming them, if a block is stale
+    python experiments/readme_tables.py [PAGE ...]           rewrite the blocks (`make readme-tables`)
+    python experiments/readme_tables.py --check [PAGE ...]   exit 1, naming them, if a block is stale
+
+Without pages: `MARKED_PAGES`, relative to the repository.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+MARKED_PAGES = ("README.md", "docs/results.md")
+"""The pages that hold `<!-- table: ... -->` markers."""
 BLOCK = re.compile(r"(<!-- table: (?P<source>[^\n]+?) -->\n)(?P<body>.*?)(<!-- end table -->)", re.S)
 
 
@@ -77,27 +83,35 @@ def stale_blocks(readme: str, base: Path) -> list[Block]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("readme", nargs="?", default="README.md", type=Path)
+    parser.add_argument("pages", nargs="*", type=Path, help=f"default: {', '.join(MARKED_PAGES)}")
     parser.add_argument("--check", action="store_true", help="only say which blocks are stale (exit 1)")
     args = parser.parse_args(argv)
+    status = 0
+    for page in args.pages or [ROOT / p for p in MARKED_PAGES]:
+        status = max(status, _update(page, args.check))
+    return status
+
+
+def _update(page: Path, check: bool) -> int:
+    """Rewrite (or with `check` only name) the stale blocks of one page: 0 done, 1 stale, 2 broken."""
     try:
-        text, base = args.readme.read_text(encoding="utf-8"), args.readme.parent
+        text, base = page.read_text(encoding="utf-8"), page.parent
         stale = stale_blocks(text, base)
-        if args.check:
+        if check:
             for b in stale:
-                print(f"{args.readme}:{b.line}: the table from {b.source} is not that file's", file=sys.stderr)
+                print(f"{page}:{b.line}: the table from {b.source} is not that file's", file=sys.stderr)
             return 1 if stale else 0
-        args.readme.write_text(refreshed(text, base))
+        page.write_text(refreshed(text, base))
     except TableSourceError as e:
-        print(f"{args.readme}: {e}", file=sys.stderr)
+        print(f"{page}: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # missing, a directory, unwritable: one line naming the file
-        print(f"readme_tables: error: {e.filename or args.readme}: {e.strerror or e}", file=sys.stderr)
+        print(f"readme_tables: error: {e.filename or page}: {e.strerror or e}", file=sys.stderr)
         return 2
     except UnicodeDecodeError as e:
-        print(f"readme_tables: error: {args.readme}: not UTF-8 text ({e.reason})", file=sys.stderr)
+        print(f"readme_tables: error: {page}: not UTF-8 text ({e.reason})", file=sys.stderr)
         return 2
-    print(f"{args.readme}: {len(stale)} of {len(find_blocks(text))} tables updated from their files")
+    print(f"{page}: {len(stale)} of {len(find_blocks(text))} tables updated from their files")
     return 0
 
 

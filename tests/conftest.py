@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib.abc
 import os
 import shutil
 import sys
@@ -16,16 +15,9 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
-    # TensorFlow's TFLite imports JAX whenever it is installed (it is, for the JAX layer
-    # tests): two XLA runtimes in one process for nothing. Make `import jax` fail here, by a
-    # finder rather than a None in sys.modules, which scipy's array-API helpers take for JAX.
-    class _NoJax(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "jax":
-                raise ModuleNotFoundError(f"No module named {name!r} (the tests block JAX under TensorFlow)", name=name)
+    from convatt.cli._common import block_jax  # TFLite would import JAX for nothing
 
-    if "jax" not in sys.modules:
-        sys.meta_path.insert(0, _NoJax())
+    block_jax()
 
 ROOT = Path(__file__).resolve().parent.parent
 PTB_SAMPLE = ROOT / "convatt" / "embedded" / "ptb-sample.tar.gz"

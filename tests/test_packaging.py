@@ -17,13 +17,13 @@ from conftest import ROOT
 CHECK = """
 import sys
 import convatt
-from convatt.cli._common import DEFAULT_DATA
+from convatt.data.formats import FORMATS
 from convatt.data import EMBEDDED_DATA_DIR, load_corpus
 from convatt.results.paper import paper_table
 assert sys.argv[1] in convatt.__file__, convatt.__file__
 assert EMBEDDED_DATA_DIR.is_relative_to(sys.argv[1]), EMBEDDED_DATA_DIR
-ptb = load_corpus("ptb", DEFAULT_DATA["ptb"])
-ud = load_corpus("ud", DEFAULT_DATA["ud"])
+ptb = load_corpus("ptb", FORMATS["ptb"].default_data)
+ud = load_corpus("ud", FORMATS["ud"].default_data)
 print(len(ptb.train) + len(ptb.dev) + len(ptb.test), len(ud.train), len(paper_table("table2d_ud_per_treebank")))
 """
 

@@ -15,8 +15,9 @@ def test_readme_python_examples_run(capsys):
 
 
 def test_every_file_the_readmes_link_to_is_in_the_repository():
-    """Markdown links and images to files of ours (not URLs) point at files git tracks, so a
-    clone shows them (a .gitignore pattern once kept docs/results/ out)."""
+    """Markdown links and images to files of ours (not URLs) in the README and the pages of
+    docs/ point at files git tracks, so a clone shows them (a .gitignore pattern once kept
+    docs/results/ out)."""
     import subprocess
 
     tracked = set(
@@ -27,7 +28,8 @@ def test_every_file_the_readmes_link_to_is_in_the_repository():
 
         pytest.skip("not a git checkout: no tracked files to compare the links with")
     missing = []
-    for readme in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("README.md"))]:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs").rglob("README.md"))]
+    for readme in pages:
         for target in re.findall(r"\]\(([^)#\s]+)\)", readme.read_text()):
             if "://" in target or target.startswith("mailto:"):
                 continue
@@ -48,12 +50,26 @@ def _readme_tables():
 
 
 def test_the_readme_tables_are_the_committed_results_tables():
-    """Every table between `<!-- table: ... -->` markers is its docs/results file's (`make readme-tables`)."""
+    """Every table between `<!-- table: ... -->` markers, in the README and docs/results.md, is
+    its docs/results file's (`make readme-tables`)."""
     rt = _readme_tables()
-    readme = (ROOT / "README.md").read_text()
-    assert len(rt.find_blocks(readme)) >= 5
-    stale = [f"README.md:{b.line} {b.source}" for b in rt.stale_blocks(readme, ROOT)]
+    blocks, stale = 0, []
+    for name in rt.MARKED_PAGES:
+        page = ROOT / name
+        text = page.read_text()
+        blocks += len(rt.find_blocks(text))
+        stale += [f"{name}:{b.line} {b.source}" for b in rt.stale_blocks(text, page.parent)]
+    assert len(rt.find_blocks((ROOT / "README.md").read_text())) >= 1 and blocks >= 7
     assert not stale, f"run `make readme-tables`: {stale}"
+
+
+def test_no_page_of_ours_names_an_issue_number():
+    """Users cannot look up the project's issue numbers: the README, docs/ and `--help` never name one."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = [
+        f"{p.relative_to(ROOT)}: {m}" for p in pages for m in re.findall(r"[^\n]{0,30}\bissues? \d+", p.read_text())
+    ]
+    assert not found, found
 
 
 def test_readme_tables_copies_the_table_after_a_heading_and_names_what_is_missing(tmp_path):

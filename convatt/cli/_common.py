@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
 import os
 import sys
 from pathlib import Path
 
 from convatt.errors import ConvattError
 
-EMBEDDED_DATA = (
-    Path(__file__).resolve().parent.parent / "embedded"
-)  # = convatt.data.EMBEDDED_DATA_DIR, without importing it
-DEFAULT_DATA = {"ptb": EMBEDDED_DATA / "ptb-sample.tar.gz", "ud": EMBEDDED_DATA / "ud-2.2" / "UD_English-LinES"}
-MAX_SEED = 2**32 - 1  # NumPy's and Keras' seeds are unsigned 32-bit integers
 BACKENDS = ("tensorflow", "jax")  # the Keras backends convatt's layers and training loop support
 
 
@@ -32,9 +28,24 @@ def quiet_backend() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     if os.environ["KERAS_BACKEND"] == "tensorflow":
-        # TensorFlow's TFLite imports JAX whenever it is installed: 0.6 s and a second XLA
-        # runtime in the process, which the tensorflow backend never uses.
-        sys.modules.setdefault("jax", None)
+        block_jax()
+
+
+class _NoJax(importlib.abc.MetaPathFinder):
+    """Makes `import jax` fail: TensorFlow's TFLite imports JAX whenever it is installed
+    (0.6 s and a second XLA runtime in the process, which the tensorflow backend never
+    uses). A finder rather than a None in sys.modules, which scipy's array-API helpers
+    (the significance tables' bootstrap) take for an imported JAX."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "jax":
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked under the tensorflow backend)", name=name)
+
+
+def block_jax() -> None:
+    """`import jax` fails from now on in this process, unless JAX is imported already."""
+    if "jax" not in sys.modules and not any(isinstance(f, _NoJax) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoJax())
 
 
 @contextlib.contextmanager
@@ -63,20 +74,10 @@ def load_backend(debug: bool) -> None:
         keras.ops.convert_to_tensor(0)  # the backend finds its devices now, quietly
 
 
-def check_at_least(flag: str, value: int | None, minimum: int = 1) -> None:
-    if value is not None and value < minimum:
-        raise ConvattError(f"{flag} must be at least {minimum}, not {value}")
-
-
 def check_out_dir(flag: str, path: str | os.PathLike | None) -> None:
     """An output directory option that names an existing file is refused before any work."""
     if path is not None and Path(path).exists() and not Path(path).is_dir():
         raise ConvattError(f"{flag} {path} is a file, expected a directory")
-
-
-def check_seed(seed: int) -> None:
-    if not 0 <= seed <= MAX_SEED:
-        raise ConvattError(f"--seed must be between 0 and {MAX_SEED:,} (2**32 - 1), not {seed}")
 
 
 def resolved(path) -> str | None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from convatt.cli._common import check_at_least, check_out_dir, load_backend
+from convatt.cli._common import check_out_dir, load_backend
 from convatt.errors import ConvattError
+from convatt.run.schema import check_at_least
 
 
 def cmd_inspect(args) -> None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from convatt.cli._common import DEFAULT_DATA, check_at_least, load_backend
+from convatt.cli._common import load_backend
+from convatt.run.schema import check_at_least
 
 
 def cmd_params(args) -> None:
     """Table 1c: every variant's parameter count and its difference to SAN."""
+    from convatt.data.formats import data_format
     from convatt.model.variants import VARIANTS, make_config
 
-    make_config(args.preset, "san")  # a misspelt preset fails here, with a suggestion
+    fmt = data_format(args.preset)  # a misspelt preset fails here, with a suggestion
     for flag in ("n_words", "n_chars", "n_labels"):
         check_at_least(f"--{flag.replace('_', '-')}", getattr(args, flag), minimum=3)
     load_backend(args.debug)
@@ -17,12 +19,12 @@ def cmd_params(args) -> None:
 
     sizes = [args.n_words, args.n_chars, args.n_labels]
     if None in sizes:
-        if args.data is None and args.preset == "ptb" and sizes == [None] * 3:
-            sizes = [20_002, 84, 47]  # the paper's PTB sizes (REFERENCE.md)
+        if args.data is None and fmt.paper_sizes and sizes == [None] * 3:
+            sizes = list(fmt.paper_sizes)
         else:
             from convatt.data import build_vocabularies, load_corpus
 
-            vocab = build_vocabularies(load_corpus(args.preset, args.data or DEFAULT_DATA[args.preset]), args.preset)
+            vocab = build_vocabularies(load_corpus(args.preset, args.data or fmt.default_data), args.preset)
             found = [len(vocab.words), len(vocab.chars), len(vocab.tags)]
             sizes = [s if s is not None else f for s, f in zip(sizes, found)]
     n_words, n_chars, n_labels = sizes

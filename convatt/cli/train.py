@@ -4,37 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from convatt.cli._common import (
-    DEFAULT_DATA,
-    check_at_least,
-    check_seed,
-    load_backend,
-    option_default,
-    precisions,
-    resolved,
-)
-from convatt.errors import ConvattError
+from convatt.cli._common import load_backend, option_default, precisions, resolved
 
 
 def cmd_train(args) -> None:
-    from convatt.model.variants import make_config
-
-    config = make_config(args.preset, args.variant)  # bad arguments fail before Keras is loaded
-    data = args.data or DEFAULT_DATA[args.preset]
-    check_at_least("--epochs", args.epochs)
-    check_at_least("--limit", args.limit)
-    check_at_least("--curve-every", args.curve_every, minimum=0)
-    check_at_least("--embeddings-limit", args.embeddings_limit, minimum=0)
-    check_seed(args.seed)
-    if args.curve_until < -1:
-        raise ConvattError(f"--curve-until must be -1 (always) or at least 0, not {args.curve_until}")
-    if args.embeddings and not config.pretrained_words:
-        raise ConvattError(
-            f"--embeddings applies to the ptb preset (frozen pretrained vectors); the "
-            f"{args.preset} preset trains its word embeddings from random, as the paper"
-        )
+    from convatt.data.formats import data_format
     from convatt.run.schema import RunConfig
 
+    data = args.data or data_format(args.preset).default_data
     run = RunConfig(
         preset=args.preset,
         variant=args.variant,
@@ -52,6 +29,7 @@ def cmd_train(args) -> None:
         protocol=_protocol(args),
         precision=args.precision,
     )
+    run.check(flags=True)  # bad arguments fail before Keras is loaded
     load_backend(args.debug)
     from convatt.training.trainer import train_run
 
@@ -84,12 +62,12 @@ def _add_protocol_options(p: argparse.ArgumentParser) -> None:
 
 def add_command(sub) -> None:
     p = sub.add_parser("train", help="train and evaluate one run (resumes an interrupted one)")
-    p.add_argument("--preset", required=True, help="ptb or ud")
+    p.add_argument("--preset", required=True, help="the data format: ptb or ud (convatt.data.formats)")
     p.add_argument("--variant", required=True, help="e.g. san-pe-add (see `convatt params`)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--data",
-        help="PTB: directory of .mrg files; UD: one treebank directory "
+        help="PTB: directory or tar archive of .mrg files; UD: one treebank directory "
         "(default: the embedded PTB sample / UD_English-LinES)",
     )
     p.add_argument("--embeddings", help="fastText vectors, .vec or .bin (PTB preset)")

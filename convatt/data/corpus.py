@@ -8,10 +8,11 @@ from pathlib import Path
 Sentence = list[tuple[str, str]]
 """One sentence as (word form, tag) pairs."""
 
+MAX_LEN = 60  # t: tokens per encoded row, the tagger's sequence length (REFERENCE.md)
+MAX_WORD_LEN = 20  # t_char: characters per word
+
 EMBEDDED_DATA_DIR = Path(__file__).resolve().parents[1] / "embedded"
 """The corpora shipped inside the package (`convatt/embedded/`, package data), and the paper's tables."""
-
-PRESETS = ("ptb", "ud")
 
 
 @dataclass(frozen=True)

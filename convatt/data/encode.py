@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from convatt.data.corpus import PRESETS, Corpus, Sentence
+from convatt.data.corpus import MAX_LEN, MAX_WORD_LEN, Corpus, Sentence
+from convatt.data.formats import data_format
 from convatt.data.vocab import (
     OOV_ID,
     PAD,
@@ -22,11 +23,7 @@ from convatt.data.vocab import (
     build_word_vocab,
 )
 from convatt.errors import ConvattError
-from convatt.model.variants import MAX_LEN, MAX_WORD_LEN
 from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
-
-PTB_WORDS = 20_000
-UD_WORD_FRACTION = 0.5
 
 
 @dataclass
@@ -168,17 +165,13 @@ class Vocabularies:
 
 
 def build_vocabularies(corpus: Corpus, preset: str, protocol: Protocol = DEFAULT_PROTOCOL) -> Vocabularies:
-    """The paper's vocabularies: words counted over train+dev+test (PTB: the 20,000 most
-    frequent; UD: the most frequent half of the distinct forms), chars and ambiguous
+    """The paper's vocabularies: words counted over train+dev+test (the preset's format says
+    how many: PTB the 20,000 most frequent; UD the most frequent half of the distinct forms), chars and ambiguous
     words from train. With the original protocol's `vocabulary`, the chars of the
     special tokens join the chars and the tags are counted over all splits, as the
     original code does; its `pad_inputs` spell PAD positions "<PAD>"."""
-    if preset not in PRESETS:
-        raise ConvattError(f"unknown preset {preset!r}: expected one of {', '.join(PRESETS)}")
-    if preset == "ptb":
-        words = build_word_vocab(corpus.all_sentences(), max_size=PTB_WORDS)
-    else:
-        words = build_word_vocab(corpus.all_sentences(), fraction=UD_WORD_FRACTION)
+    fmt = data_format(preset)
+    words = build_word_vocab(corpus.all_sentences(), max_size=fmt.vocab_size, fraction=fmt.vocab_fraction)
     original_vocab = protocol.vocabulary == "original"
     chars = build_char_vocab(corpus.train, SPECIAL_TOKENS if original_vocab else ())
     tags = build_tag_vocab(corpus.all_sentences() if original_vocab else corpus.train)

@@ -26,7 +26,7 @@ class DenserSelfAttention(keras.layers.Layer):
     wide) and a Dense layer (with bias) maps them to `output_dim`. No output
     projection beyond that Dense and no residual (the caller adds it).
 
-    Choices where Kim's §3.1 leaves them open (documented in the README too):
+    Choices where Kim's §3.1 leaves them open (documented in docs/layers.md too):
     - **The segments of v.** Eq. (2) writes `v^i`, but the text says the output
       is `w` times as wide as plain attention and needs a Dense layer to get
       back; both hold only if every output segment uses the whole `V` (with

@@ -1,14 +1,23 @@
-"""Multi-head self-attention with the modifications of Dufter et al. (2020)."""
+"""Multi-head self-attention with the modifications of Dufter et al. (2020).
+
+`SelfAttention` is driven by `MODIFICATIONS`, one ordered table of the ways to
+modify the attention: each row names the constructor options that turn it on, the
+sublayer it makes (a layer file of its own) and the stage at which that sublayer
+acts on the attention. A new modification is a layer file, one row here and, for
+the tagger, one field of `convatt.model.variants.Variant` of the same name as its flag.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import keras
 from keras import ops
 
-from convatt.layers._utils import large_negative, per_head_initializer
+from convatt.layers._utils import combine_attention_masks, large_negative, per_head_initializer
 from convatt.layers.alibi_bias import AlibiBias
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D
@@ -18,6 +27,179 @@ from convatt.layers.relative_position_representation import RelativePositionRepr
 from convatt.layers.talking_heads import TalkingHeadsProjection
 
 _CONVS = (None, "1d", "2d")
+
+STAGES = ("scores", "logits", "weights", "attention")
+"""Where a modification acts, in the order of the computation:
+    scores     adds a term to the scaled scores `Q K^T / sqrt(d_h)` (float32)
+    logits     transforms the scores just before the softmax (masked scores are set to
+               a large negative number after this stage)
+    weights    transforms the softmax's weights
+    attention  transforms the weights into the matrix multiplied with the values
+               (masked pairs are set to 0 again after it)
+Within a stage, modifications act in table order."""
+
+
+def _optional_int(value) -> int | None:
+    return None if value is None else int(value)
+
+
+def _same(value):
+    return value
+
+
+@dataclass(frozen=True)
+class Modification:
+    """One row of `MODIFICATIONS`.
+
+    Attributes:
+        name: the sublayer's name: its weights' path and its key in `SelfAttention.modifications`.
+        attr: the `SelfAttention` attribute holding the sublayer (its path in `.keras` files:
+            never rename it, or saved models stop loading).
+        flag: the constructor option that turns it on (truthy, or not None for an int option).
+        options: the constructor options it adds, with their defaults and converters
+            (`flag` among them); they are attributes of the layer and part of its config.
+        make: `(layer, name, dtype_policy) -> sublayer`.
+        stage: one of `STAGES`, or `layer -> stage` when an option moves it.
+        apply: `(layer, sublayer, tensor, query, keep) -> tensor`, float32 in and out.
+        build: `(sublayer, scores_shape, query_shape) -> None`; default `sublayer.build(scores_shape)`.
+    """
+
+    name: str
+    attr: str
+    flag: str
+    options: dict[str, tuple[Any, Callable[[Any], Any]]]
+    make: Callable[..., keras.layers.Layer]
+    stage: str | Callable[[Any], str]
+    apply: Callable[..., Any]
+    build: Callable[..., None] = field(default=lambda sublayer, scores_shape, query_shape: sublayer.build(scores_shape))
+
+    def is_on(self, layer) -> bool:
+        value = getattr(layer, self.flag)
+        return value is not None and value is not False
+
+    def stage_of(self, layer) -> str:
+        return self.stage(layer) if callable(self.stage) else self.stage
+
+
+def _add(layer, sublayer, scores, query, keep):
+    return sublayer.add_float32(scores)
+
+
+def _add_with_query(layer, sublayer, scores, query, keep):
+    return sublayer.add_float32(scores, query)
+
+
+def _mix_heads(layer, sublayer, x, query, keep):
+    return ops.cast(sublayer(x), "float32")
+
+
+def _convolve(layer, sublayer, x, query, keep):
+    """Before the softmax: the scores, masked ones set to 0 first (no leak into their
+    neighbours); after it: the weights, masked pairs set to 0 again after the convolution."""
+    if layer.conv_before_softmax:
+        if keep is not None:
+            x = ops.where(keep, x, ops.zeros_like(x))
+        return sublayer.convolve_float32(x)
+    convolved = sublayer.convolve_float32(x)
+    return convolved if keep is None else convolved * ops.cast(keep, "float32")
+
+
+def _make_conv(layer, name, policy):
+    activation = None if layer.conv_before_softmax else "relu"
+    if layer.attention_conv == "1d":
+        return AttentionConv1D(
+            layer.max_len,
+            layer.num_heads,
+            kernel_size=layer.conv_kernel_size,
+            activation=activation,
+            name=name,
+            dtype=policy,
+        )
+    return AttentionConv2D(
+        layer.num_heads, kernel_size=layer.conv_kernel_size, activation=activation, name=name, dtype=policy
+    )
+
+
+MODIFICATIONS: tuple[Modification, ...] = (
+    Modification(
+        "position_interaction",
+        "_position_interaction",
+        "position_interaction",
+        {"position_interaction": (False, bool)},
+        lambda layer, name, policy: PositionInteraction(layer.max_len, layer.num_heads, name=name, dtype=policy),
+        "scores",
+        _add,
+    ),
+    Modification(
+        "relative_bias",
+        "_relative_bias",
+        "relative_bias",
+        {"relative_bias": (False, bool), "relative_bias_parameterization": ("lookup", _same)},
+        lambda layer, name, policy: RelativeBias(
+            layer.max_len,
+            layer.num_heads,
+            parameterization=layer.relative_bias_parameterization,
+            name=name,
+            dtype=policy,
+        ),
+        "scores",
+        _add,
+    ),
+    Modification(
+        "relative_position_representation",
+        "_relative_position",
+        "relative_position_representation",
+        {"relative_position_representation": (None, _optional_int)},
+        lambda layer, name, policy: RelativePositionRepresentation(
+            layer.relative_position_representation, layer.head_dim, name=name, dtype=policy
+        ),
+        "scores",  # and its value term (`value_term`) in `call`
+        _add_with_query,
+        build=lambda sublayer, scores_shape, query_shape: sublayer.build(scores_shape, query_shape),
+    ),
+    Modification(
+        "alibi",
+        "_alibi",
+        "alibi",
+        {"alibi": (False, bool)},
+        lambda layer, name, policy: AlibiBias(layer.num_heads, name=name, dtype=policy),
+        "scores",
+        _add,
+    ),
+    Modification(
+        "attention_conv",
+        "_conv",
+        "attention_conv",
+        {"attention_conv": (None, _same), "conv_kernel_size": (3, int), "conv_before_softmax": (False, bool)},
+        _make_conv,
+        lambda layer: "logits" if layer.conv_before_softmax else "attention",
+        _convolve,
+    ),
+    Modification(
+        "talking_heads_logits",
+        "_talking_logits",
+        "talking_heads",
+        {"talking_heads": (False, bool)},
+        lambda layer, name, policy: TalkingHeadsProjection(layer.num_heads, name=name, dtype=policy),
+        "logits",
+        _mix_heads,
+    ),
+    Modification(
+        "talking_heads_weights",
+        "_talking_weights",
+        "talking_heads",
+        {},
+        lambda layer, name, policy: TalkingHeadsProjection(layer.num_heads, name=name, dtype=policy),
+        "weights",
+        _mix_heads,
+    ),
+)
+"""The modifications, in the order their sublayers are made and their weights listed."""
+
+MODIFICATION_OPTIONS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
+    option: spec for row in MODIFICATIONS for option, spec in row.options.items()
+}
+"""Every modification's constructor options: name -> (default, converter)."""
 
 
 def _check_options(max_len, position_interaction, relative_bias, attention_conv, conv_before_softmax) -> None:
@@ -158,94 +340,42 @@ class SelfAttention(keras.layers.Layer):
         num_heads: int,
         head_dim: int,
         max_len: int | None = None,
-        position_interaction: bool = False,
-        relative_bias: bool = False,
-        relative_bias_parameterization: str = "lookup",
         temperature: bool = False,
-        attention_conv: str | None = None,
-        conv_kernel_size: int = 3,
-        relative_position_representation: int | None = None,
-        alibi: bool = False,
         kernel_initializer: Any = "glorot_uniform",
-        conv_before_softmax: bool = False,
-        talking_heads: bool = False,
         **kwargs,
     ):
+        options = {name: kwargs.pop(name, default) for name, (default, _) in MODIFICATION_OPTIONS.items()}
         super().__init__(**kwargs)
-        _check_options(max_len, position_interaction, relative_bias, attention_conv, conv_before_softmax)
+        _check_options(
+            max_len,
+            options["position_interaction"],
+            options["relative_bias"],
+            options["attention_conv"],
+            options["conv_before_softmax"],
+        )
         self.num_heads = int(num_heads)
         self.head_dim = int(head_dim)
         self.max_len = None if max_len is None else int(max_len)
-        self.position_interaction = bool(position_interaction)
-        self.relative_bias = bool(relative_bias)
-        self.relative_bias_parameterization = relative_bias_parameterization
         self.temperature = bool(temperature)
-        self.attention_conv = attention_conv
-        self.conv_kernel_size = int(conv_kernel_size)
-        self.relative_position_representation = (
-            None if relative_position_representation is None else int(relative_position_representation)
-        )
-        self.alibi = bool(alibi)
-        self.conv_before_softmax = bool(conv_before_softmax)
-        self.talking_heads = bool(talking_heads)
+        for name, value in options.items():
+            setattr(self, name, MODIFICATION_OPTIONS[name][1](value))
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
         self._make_sublayers()
 
     def _make_sublayers(self) -> None:
-        """The modifications' layers, in the order their weights are listed, with this layer's dtype policy."""
-        h, policy = self.num_heads, self.dtype_policy
-        self._position_interaction = (
-            PositionInteraction(self.max_len, h, name="position_interaction", dtype=policy)
-            if self.position_interaction
-            else None
-        )
-        self._relative_bias = (
-            RelativeBias(
-                self.max_len,
-                h,
-                parameterization=self.relative_bias_parameterization,
-                name="relative_bias",
-                dtype=policy,
-            )
-            if self.relative_bias
-            else None
-        )
-        self._relative_position = (
-            RelativePositionRepresentation(
-                self.relative_position_representation,
-                self.head_dim,
-                name="relative_position_representation",
-                dtype=policy,
-            )
-            if self.relative_position_representation is not None
-            else None
-        )
-        self._alibi = AlibiBias(h, name="alibi_bias", dtype=policy) if self.alibi else None
-        conv_activation = None if self.conv_before_softmax else "relu"
-        if self.attention_conv == "1d":
-            self._conv = AttentionConv1D(
-                self.max_len,
-                h,
-                kernel_size=self.conv_kernel_size,
-                activation=conv_activation,
-                name="attention_conv",
-                dtype=policy,
-            )
-        elif self.attention_conv == "2d":
-            self._conv = AttentionConv2D(
-                h, kernel_size=self.conv_kernel_size, activation=conv_activation, name="attention_conv", dtype=policy
-            )
-        else:
-            self._conv = None
-        self._talking_logits, self._talking_weights = (
-            (
-                TalkingHeadsProjection(h, name="talking_heads_logits", dtype=policy),
-                TalkingHeadsProjection(h, name="talking_heads_weights", dtype=policy),
-            )
-            if self.talking_heads
-            else (None, None)
-        )
+        """The modifications' layers, in table order (the order their weights are listed),
+        with this layer's dtype policy; None for those that are off."""
+        for row in MODIFICATIONS:
+            sublayer = row.make(self, row.name, self.dtype_policy) if row.is_on(self) else None
+            setattr(self, row.attr, sublayer)
+
+    def _active(self, stage: str | None = None):
+        """(row, sublayer) of the modifications that are on, in table order; of one stage if given."""
+        for row in MODIFICATIONS:
+            sublayer = getattr(self, row.attr)
+            if sublayer is not None and (stage is None or row.stage_of(self) == stage):
+                yield row, sublayer
 
     def build(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] is None:
@@ -264,44 +394,15 @@ class SelfAttention(keras.layers.Layer):
         if self.temperature:
             self.temperature_weight = self.add_weight(name="temperature", shape=(3, self.num_heads), initializer="ones")
         scores_shape = (input_shape[0], self.num_heads, t, t)
-        for layer in (
-            self._position_interaction,
-            self._relative_bias,
-            self._alibi,
-            self._conv,
-            self._talking_logits,
-            self._talking_weights,
-        ):
-            if layer is not None:
-                layer.build(scores_shape)
-        if self._relative_position is not None:
-            self._relative_position.build(scores_shape, (input_shape[0], t, self.num_heads, self.head_dim))
+        query_shape = (input_shape[0], t, self.num_heads, self.head_dim)
+        for row, sublayer in self._active():
+            row.build(sublayer, scores_shape, query_shape)
 
     def _project(self, inputs, kernel, row: int):
         projected = ops.einsum("btd,dhk->bthk", inputs, kernel)
         if self.temperature:
             projected = projected * ops.expand_dims(self.temperature_weight[row], -1)
         return projected
-
-    def _attention_mask(self, mask, attention_mask):
-        """Combine the masks into a boolean `(b, 1, q, k)` tensor, or None."""
-        combined = None
-        if mask is not None:
-            mask = ops.cast(mask, "bool")
-            combined = ops.logical_and(mask[:, None, :, None], mask[:, None, None, :])
-        if attention_mask is not None:
-            attention_mask = ops.cast(attention_mask, "bool")
-            rank = len(attention_mask.shape)
-            if rank == 2:
-                attention_mask = attention_mask[:, None, None, :]
-            elif rank == 3:
-                attention_mask = attention_mask[:, None, :, :]
-            else:
-                raise ValueError(
-                    f"attention_mask must have shape (batch, t) or (batch, t, t); received {attention_mask.shape}."
-                )
-            combined = attention_mask if combined is None else ops.logical_and(combined, attention_mask)
-        return combined
 
     def _attention_maps(self, query, key, keep):
         """(softmax attention, attention after the convolution), each `(b, h, q, k)`, float32.
@@ -311,35 +412,21 @@ class SelfAttention(keras.layers.Layer):
         and the convolution's sums would lose digits in 8 (bfloat16) or 11
         (float16) bits."""
         scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32") * (1.0 / math.sqrt(self.head_dim))
-        if self._position_interaction is not None:
-            scores = self._position_interaction.add_float32(scores)
-        if self._relative_bias is not None:
-            scores = self._relative_bias.add_float32(scores)
-        if self._relative_position is not None:
-            scores = self._relative_position.add_float32(scores, query)
-        if self._alibi is not None:
-            scores = self._alibi.add_float32(scores)
-
-        if self._conv is not None and self.conv_before_softmax:
-            if keep is not None:
-                scores = ops.where(keep, scores, ops.zeros_like(scores))
-            scores = self._conv.convolve_float32(scores)
-        if self._talking_logits is not None:
-            scores = ops.cast(self._talking_logits(scores), "float32")
-
+        scores = self._apply("scores", scores, query, keep)
+        scores = self._apply("logits", scores, query, keep)
         if keep is not None:
             scores = ops.where(keep, scores, large_negative("float32"))
         attention = ops.softmax(scores, axis=-1)
         if keep is not None:  # also zeroes fully masked rows (uniform after the softmax)
             attention = attention * ops.cast(keep, "float32")
-        convolved = attention
-        if self._talking_weights is not None:
-            convolved = ops.cast(self._talking_weights(convolved), "float32")
-        if self._conv is not None and not self.conv_before_softmax:
-            convolved = self._conv.convolve_float32(convolved)
-            if keep is not None:
-                convolved = convolved * ops.cast(keep, "float32")
-        return attention, convolved
+        convolved = self._apply("weights", attention, query, keep)
+        return attention, self._apply("attention", convolved, query, keep)
+
+    def _apply(self, stage: str, x, query, keep):
+        """`x` through the modifications of `stage`, in table order."""
+        for row, sublayer in self._active(stage):
+            x = row.apply(self, sublayer, x, query, keep)
+        return x
 
     def attention_probabilities(self, inputs, mask=None, attention_mask=None):
         """The attention of this layer for `inputs`, before and after the convolution.
@@ -360,29 +447,20 @@ class SelfAttention(keras.layers.Layer):
         """
         query = self._project(inputs, self.query_kernel, 0)
         key = self._project(inputs, self.key_kernel, 1)
-        return self._attention_maps(query, key, self._attention_mask(mask, attention_mask))
+        return self._attention_maps(query, key, combine_attention_masks(mask, attention_mask))
 
     @property
     def modifications(self) -> dict:
-        """The modification sublayers this layer has, by name: `position_interaction`,
-        `relative_bias`, `relative_position_representation`, `alibi`, `attention_conv`,
-        `talking_heads_logits`, `talking_heads_weights`."""
-        layers = {
-            "position_interaction": self._position_interaction,
-            "relative_bias": self._relative_bias,
-            "relative_position_representation": self._relative_position,
-            "alibi": self._alibi,
-            "attention_conv": self._conv,
-            "talking_heads_logits": self._talking_logits,
-            "talking_heads_weights": self._talking_weights,
-        }
-        return {name: layer for name, layer in layers.items() if layer is not None}
+        """The modification sublayers this layer has, by name (`MODIFICATIONS`' names):
+        `position_interaction`, `relative_bias`, `relative_position_representation`,
+        `alibi`, `attention_conv`, `talking_heads_logits`, `talking_heads_weights`."""
+        return {row.name: sublayer for row, sublayer in self._active()}
 
     def call(self, inputs, mask=None, attention_mask=None, return_attention_scores: bool = False):
         query = self._project(inputs, self.query_kernel, 0)  # (b, t, h, d)
         key = self._project(inputs, self.key_kernel, 1)
         value = self._project(inputs, self.value_kernel, 2)
-        _, attention = self._attention_maps(query, key, self._attention_mask(mask, attention_mask))
+        _, attention = self._attention_maps(query, key, combine_attention_masks(mask, attention_mask))
         outputs = ops.einsum("bhqk,bkhd->bqhd", ops.cast(attention, self.compute_dtype), value)
         if self._relative_position is not None:
             value_term = self._relative_position.value_term(attention)
@@ -414,17 +492,9 @@ class SelfAttention(keras.layers.Layer):
                 "num_heads": self.num_heads,
                 "head_dim": self.head_dim,
                 "max_len": self.max_len,
-                "position_interaction": self.position_interaction,
-                "relative_bias": self.relative_bias,
-                "relative_bias_parameterization": self.relative_bias_parameterization,
                 "temperature": self.temperature,
-                "attention_conv": self.attention_conv,
-                "conv_kernel_size": self.conv_kernel_size,
-                "relative_position_representation": self.relative_position_representation,
-                "alibi": self.alibi,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "conv_before_softmax": self.conv_before_softmax,
-                "talking_heads": self.talking_heads,
+                **{name: getattr(self, name) for name in MODIFICATION_OPTIONS},
             }
         )
         return config

@@ -7,14 +7,19 @@ import numpy as np
 
 from convatt.data import EncodedSplit
 from convatt.data.batching import iterate_batches
+from convatt.data.vocab import OOV_ID
 from convatt.training.metrics import accuracy_report
 
 
-def predict_tags(model: keras.Model, split: EncodedSplit, batch_size: int = 256) -> np.ndarray:
-    """Predicted tag ids (n, t) for an encoded split."""
-    batches = iterate_batches(split, batch_size, few_shapes=bool(model.jit_compile))
-    out = [np.argmax(model.predict_on_batch(x), axis=-1) for x, _, _ in batches]
-    return np.concatenate(out) if out else np.zeros_like(split.tags)
+def predict_tags(
+    model: keras.Model, split: EncodedSplit, batch_size: int = 256, real_tags_only: bool = False
+) -> np.ndarray:
+    """Predicted tag ids (n, t) for an encoded split: the most probable of all labels, or
+    with `real_tags_only` the most probable real tag (never <PAD> or <OOV>, for tagging text)."""
+    first = OOV_ID + 1 if real_tags_only else 0
+    batches = iterate_batches(split, batch_size, few_shapes=bool(getattr(model, "jit_compile", False)))
+    out = [np.argmax(np.asarray(model.predict_on_batch(x))[..., first:], axis=-1) + first for x, _, _ in batches]
+    return np.concatenate(out) if out else np.zeros(split.words.shape, dtype=np.int64)
 
 
 def evaluate(model: keras.Model, split: EncodedSplit, tag_names, batch_size: int = 256) -> dict:

@@ -8,7 +8,7 @@
     tags = Dense(n_labels, softmax)(concat(h0, h4))
 
 Per-layer modifications (REFERENCE.md): +P and +R in the first layer only; +Temp
-and +Conv/+Conv2d in every layer. Beyond the paper (issue 16): +Conv2d[pre] and
+and +Conv/+Conv2d in every layer. Beyond the paper: +Conv2d[pre] and
 +Talking in every layer; +Denser replaces every SelfAttention with a
 DenserSelfAttention of the same heads; +Narrowing gives layer l 4 * 2^l heads of
 d_model together (see `attention_layer`). The char CNN runs once per distinct char row of a
@@ -35,6 +35,7 @@ from convatt.layers import (
     SinusoidalPositionEncoding,
 )
 from convatt.layers.narrowing_self_attention import narrowing_num_heads
+from convatt.layers.self_attention import MODIFICATION_OPTIONS
 from convatt.model.variants import PRECISIONS, TaggerConfig
 from convatt.training.optimizers import RMSpropKeras2
 from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
@@ -109,21 +110,22 @@ def attention_layer(config: TaggerConfig, index: int, dtype_policy: str = "float
             name=name,
             dtype=dtype_policy,
         )
+    # A Variant field named as a SelfAttention option (`MODIFICATION_OPTIONS`) is passed on as it is.
+    options = {name: getattr(spec, name) for name in MODIFICATION_OPTIONS if hasattr(spec, name)}
     first = index == 0
     return SelfAttention(
         num_heads=config.num_heads,
         head_dim=head_dim,
         max_len=t,
-        position_interaction=spec.position_interaction and first,
-        relative_bias=spec.relative_bias and first,
         temperature=spec.temperature,
-        attention_conv=spec.attention_conv,
-        relative_position_representation=config.shaw_clip if spec.shaw else None,
-        alibi=spec.alibi,
-        relative_bias_parameterization=config.relative_bias_parameterization,
         kernel_initializer=config.attention_initializer,
-        conv_before_softmax=spec.conv_before_softmax,
-        talking_heads=spec.talking_heads,
+        **{
+            **options,
+            "position_interaction": spec.position_interaction and first,  # the first layer only
+            "relative_bias": spec.relative_bias and first,
+            "relative_position_representation": config.shaw_clip if spec.shaw else None,
+            "relative_bias_parameterization": config.relative_bias_parameterization,
+        },
         name=name,
         dtype=dtype_policy,
     )

@@ -1,4 +1,5 @@
-"""The named model variants of the paper (Table 2) and the two presets (Table 1b)."""
+"""The named model variants of the paper (Table 2) and the tagger's configuration; the
+presets' word embeddings (Table 1b) are attributes of their data formats (`convatt.data.formats`)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import dataclasses
 import difflib
 from dataclasses import dataclass
 
+from convatt.data.corpus import MAX_LEN, MAX_WORD_LEN
+from convatt.data.formats import data_format
 from convatt.errors import ConvattError
 from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
 
-MAX_LEN = 60  # t: tokens per row (REFERENCE.md)
-MAX_WORD_LEN = 20  # t_char: characters per word
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 """The dtype policies the tagger supports: float32 (the paper's) and the mixed ones."""
 
@@ -28,7 +29,8 @@ class Variant:
     attention_conv: str | None = None  # None | "1d" | "2d"
     shaw: bool = False  # Shaw et al. (2018) relative position representations
     alibi: bool = False  # Press et al. ALiBi biases
-    # Beyond the paper (issue 16): other ways to process the attention matrix.
+    # Beyond the paper: other ways to process the attention matrix. A field named as a
+    # SelfAttention option (`convatt.layers.self_attention.MODIFICATION_OPTIONS`) is passed on to it.
     attention: str = "standard"  # "standard" | "denser" (Kim §3.1) | "narrowing" (Kim §3.2)
     conv_before_softmax: bool = False  # attention_conv on the scores, before the softmax
     talking_heads: bool = False  # Shazeer et al. (2020)
@@ -46,11 +48,11 @@ VARIANTS: dict[str, Variant] = {
         Variant("san-pe-add-temp", "SAN+PE[add]+Temp", position_embedding="add", temperature=True),
         Variant("san-pe-add-conv", "SAN+PE[add]+Conv", position_embedding="add", attention_conv="1d"),
         Variant("san-pe-add-conv2d", "SAN+PE[add]+Conv2d", position_embedding="add", attention_conv="2d"),
-        # Beyond the paper (issue 6): other position methods in the same tagger.
+        # Beyond the paper: other position methods in the same tagger.
         Variant("san-shaw", "SAN+Shaw", shaw=True),
         Variant("san-sin-add", "SAN+Sin[add]", position_embedding="sin-add"),
         Variant("san-alibi", "SAN+ALiBi", alibi=True),
-        # Beyond the paper (issue 16): other ways to process the attention matrix.
+        # Beyond the paper: other ways to process the attention matrix.
         Variant(
             "san-pe-add-conv2d-pre",
             "SAN+PE[add]+Conv2d[pre]",
@@ -128,12 +130,6 @@ class TaggerConfig:
         return dataclasses.replace(self, **changes)
 
 
-PRESETS: dict[str, dict] = {
-    "ptb": dict(word_dim=300, pretrained_words=True),
-    "ud": dict(word_dim=128, pretrained_words=False),
-}
-
-
 def _check_name(kind: str, name: str, known) -> None:
     if name not in known:
         close = difflib.get_close_matches(name.lower(), list(known), n=1)
@@ -142,13 +138,14 @@ def _check_name(kind: str, name: str, known) -> None:
 
 
 def make_config(preset: str, variant: str, protocol: Protocol = DEFAULT_PROTOCOL, **overrides) -> TaggerConfig:
-    """Build the config of a named variant under a named preset ("ptb" or "ud"), its
-    network shaped as `protocol` says (the original code's by default)."""
-    _check_name("preset", preset, PRESETS)
+    """Build the config of a named variant under a named preset ("ptb", "ud": a data format
+    of `convatt.data.formats`), its network shaped as `protocol` says (the original code's by default)."""
+    fmt = data_format(preset)
     _check_name("variant", variant, VARIANTS)
     from_protocol = dict(
         residual_adds_dropped=protocol.residual == "dropped",
         relative_bias_parameterization=protocol.relative_bias,
         attention_initializer=protocol.attention_init,
     )
-    return TaggerConfig(preset=preset, variant=variant, **{**PRESETS[preset], **from_protocol, **overrides})
+    preset_dims = dict(word_dim=fmt.word_dim, pretrained_words=fmt.pretrained_words)
+    return TaggerConfig(preset=preset, variant=variant, **{**preset_dims, **from_protocol, **overrides})

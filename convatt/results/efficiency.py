@@ -37,6 +37,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from convatt.data.formats import PTB, UD
 from convatt.results.frames import in_model_order, label_of
 from convatt.results.markdown import Table, markdown_table, page
 from convatt.results.stats import STD_DDOF, nanmean, seed_stats
@@ -261,7 +262,7 @@ def _notes(per_run: pd.DataFrame) -> list[str]:
 
 def ptb_efficiency_table(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd.DataFrame) -> Table:
     """Learning efficiency on PTB: per corpus and model, over seeds."""
-    ptb = runs[runs["preset"] == "ptb"]
+    ptb = runs[runs["preset"] == PTB.name]
     per_run = run_efficiency(ptb, histories, curves)
     frame = over_seeds(per_run, ["corpus"])
     title, notes = "Learning efficiency on PTB", _notes(per_run)
@@ -273,7 +274,7 @@ def ptb_efficiency_table(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd
 
 def ud_efficiency_tables(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd.DataFrame) -> list[Table]:
     """Learning efficiency on UD: the mean over treebanks (as Table 2c), and per treebank."""
-    ud = runs[runs["preset"] == "ud"]
+    ud = runs[runs["preset"] == UD.name]
     per_run = run_efficiency(ud, histories, curves)
     per_treebank = over_seeds(per_run, ["treebank"])
     macro = over_treebanks(per_treebank)

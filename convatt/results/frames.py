@@ -23,10 +23,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from convatt.data.formats import has_treebanks
 from convatt.data.ud import treebank_key
 from convatt.errors import ConvattError
 from convatt.model.variants import VARIANTS
 from convatt.run.reading import DamagedRunError, FinishedRun, RunWarning, read_run
+from convatt.run.schema import RESULT_FILE
 
 METRICS = ("all", "oov", "ambiguous")
 SPLITS = ("dev", "test")
@@ -69,11 +71,11 @@ RUN_KEY = ["preset", "corpus", "variant", "setting", "seed"]
 def find_results(root: Path) -> list[Path]:
     """Every result.json under `root` (sorted), or `root` itself if it is one."""
     root = Path(root)
-    if root.is_file() and root.name == "result.json":
+    if root.is_file() and root.name == RESULT_FILE:
         return [root]
     if not root.is_dir():
         raise ConvattError("no such runs directory", root)
-    return sorted(root.rglob("result.json"))
+    return sorted(root.rglob(RESULT_FILE))
 
 
 def label_of(variant: str) -> str:
@@ -93,7 +95,7 @@ def _row(run: FinishedRun) -> dict:
         "run_dir": str(run.run_dir),
         "preset": result.preset,
         "corpus": result.corpus,
-        "treebank": treebank_key(result.corpus) if result.preset == "ud" else None,
+        "treebank": treebank_key(result.corpus) if has_treebanks(result.preset) else None,
         "variant": result.variant,
         "label": label,
         "model": model_name(label, run.setting.label()),
@@ -154,7 +156,7 @@ def _load_records(root: Path, runs: pd.DataFrame | None, which: str) -> pd.DataF
     frames = []
     for _, row in runs.iterrows():
         try:
-            record = getattr(read_run(Path(row["run_dir"]) / "result.json"), which)
+            record = getattr(read_run(Path(row["run_dir"]) / RESULT_FILE), which)
         except DamagedRunError as e:  # damaged since `runs` was read
             warnings.warn(f"left out a damaged run: {e}", RunWarning, stacklevel=3)
             continue

@@ -29,6 +29,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from convatt.data.formats import FORMATS, PTB, UD, has_treebanks, preset_label
 from convatt.errors import ConvattError
 from convatt.model.variants import VARIANTS
 from convatt.results.frames import load_curves, load_histories, load_runs_to_report, model_order
@@ -36,9 +37,8 @@ from convatt.results.tables import Written
 from convatt.run.storage import write_atomically
 
 BANDS = ("minmax", "std")
-PRESET_NAMES = {"ptb": "PTB", "ud": "UD"}
 # One fixed colour per variant, the same in every figure (tab10, two more, then five of tab20b
-# for issue 16's attention variants).
+# for the attention variants beyond the paper).
 _PALETTE = [
     "#1f77b4",
     "#ff7f0e",
@@ -64,7 +64,7 @@ COLORS = {v: _PALETTE[i % len(_PALETTE)] for i, v in enumerate(VARIANTS)}
 def _series(frame: pd.DataFrame) -> pd.Series:
     """The line a row belongs to: its model, plus the corpus when one preset has several
     corpora that are not averaged (PTB and the PTB sample side by side)."""
-    if frame["preset"].iloc[0] == "ptb" and frame["corpus"].nunique() > 1:
+    if not has_treebanks(frame["preset"].iloc[0]) and frame["corpus"].nunique() > 1:
         return frame["model"] + " (" + frame["corpus"] + ")"
     return frame["model"]
 
@@ -136,7 +136,7 @@ def _draw(ax: Axes, agg: pd.DataFrame, x: str) -> None:
 
 
 def _panel(ax: Axes, frame: pd.DataFrame, preset: str, x: str, band: str, what: str, missing: str = "") -> None:
-    name = PRESET_NAMES.get(preset, preset)
+    name = preset_label(preset)
     frame = frame[frame["preset"] == preset] if not frame.empty else frame
     if frame.empty:
         ax.text(0.5, 0.5, missing or f"no finished {name} runs", ha="center", va="center", transform=ax.transAxes)
@@ -146,8 +146,8 @@ def _panel(ax: Axes, frame: pd.DataFrame, preset: str, x: str, band: str, what: 
         return
     _draw(ax, aggregate(frame, x, band=band), x)
     corpora = sorted(frame["corpus"].unique())
-    if preset == "ud":
-        title = f"UD, mean over {len(corpora)} treebank{'s' if len(corpora) > 1 else ''}"
+    if has_treebanks(preset):
+        title = f"{name}, mean over {len(corpora)} treebank{'s' if len(corpora) > 1 else ''}"
     else:
         title = ", ".join(corpora)
     ax.set_title(title)
@@ -168,7 +168,7 @@ def _band_text(band: str) -> str:
     return "band: min-max over seeds" if band == "minmax" else "band: ± std over seeds"
 
 
-def plot_epochs(histories: pd.DataFrame, preset: str = "ptb", band: str = "minmax") -> Figure:
+def plot_epochs(histories: pd.DataFrame, preset: str = PTB.name, band: str = "minmax") -> Figure:
     """Table 2a: dev accuracy after each epoch, one line per model with a band over seeds."""
     fig, (ax,) = _figure()
     _panel(ax, histories, preset, "epoch", band, "epoch")
@@ -178,14 +178,14 @@ def plot_epochs(histories: pd.DataFrame, preset: str = "ptb", band: str = "minma
         ax.set_xlim(min(epochs) - 0.5, max(epochs) + 0.5)
     elif epochs:
         ax.xaxis.get_major_locator().set_params(integer=True)
-    which = "Table 2a" if preset == "ptb" else "As Table 2a"
+    which = "Table 2a" if preset == PTB.name else "As Table 2a"
     fig.suptitle(f"{which}: development accuracy during training ({_band_text(band)})", fontsize="medium")
     return fig
 
 
 def plot_steps(
     curves: pd.DataFrame,
-    preset: str = "ptb",
+    preset: str = PTB.name,
     band: str = "minmax",
     ax: Axes | None = None,
     runs: pd.DataFrame | None = None,
@@ -197,7 +197,7 @@ def plot_steps(
     fig = None
     if ax is None:
         fig, (ax,) = _figure()
-    name = PRESET_NAMES.get(preset, preset)
+    name = preset_label(preset)
     missing = ""
     if runs is not None and (runs["preset"] == preset).any():
         missing = (
@@ -211,8 +211,8 @@ def plot_steps(
 def figure2(curves: pd.DataFrame, band: str = "minmax", runs: pd.DataFrame | None = None) -> Figure:
     """Figure 2: dev accuracy during the first training steps, PTB (left) and UD (right)."""
     fig, (left, right) = _figure(width=12, ncols=2)
-    plot_steps(curves, "ptb", band, ax=left, runs=runs)
-    plot_steps(curves, "ud", band, ax=right, runs=runs)
+    plot_steps(curves, PTB.name, band, ax=left, runs=runs)
+    plot_steps(curves, UD.name, band, ax=right, runs=runs)
     fig.suptitle(f"Figure 2: development accuracy during training ({_band_text(band)})", fontsize="medium")
     return fig
 
@@ -238,7 +238,7 @@ def write_plots(runs: Path, out: Path, band: str = "minmax", settings: list[str]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = Written([], [])
-    for preset in ("ptb", "ud"):
+    for preset in FORMATS:
         if not histories.empty and (histories["preset"] == preset).any():
             written.paths += save(plot_epochs(histories, preset, band), out / f"table2a_{preset}_dev_by_epoch")
     if not curves.empty:

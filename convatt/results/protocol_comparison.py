@@ -1,4 +1,4 @@
-"""The paper's code's protocol against Keras 3's, on the same data and seeds (README "Training protocol").
+"""The paper's code's protocol against Keras 3's, on the same data and seeds (docs/protocol.md).
 
 For every corpus and variant that finished under both the paper's setting (`--protocol original`,
 the default) and `--protocol keras3`: test accuracy beside the paper's, the best and the last
@@ -17,6 +17,7 @@ import math
 
 import pandas as pd
 
+from convatt.data.formats import UD, has_treebanks
 from convatt.results.efficiency import REFERENCE_VARIANT
 from convatt.results.frames import label_of, model_order
 from convatt.results.markdown import Table, fmt, markdown_table, page
@@ -42,7 +43,7 @@ COLUMNS = (
 def paired_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of the two protocols whose corpus and variant finished under both."""
     runs = runs[runs["setting"].isin(list(SETTINGS))].assign(
-        corpus=lambda f: f["treebank"].where(f["preset"] == "ud", f["corpus"])
+        corpus=lambda f: f["treebank"].where(f["preset"].map(has_treebanks), f["corpus"])
     )
     both = runs.groupby(KEY)["setting"].transform("nunique") == len(SETTINGS)
     return runs[both]
@@ -62,7 +63,7 @@ def with_paper(frame: pd.DataFrame) -> pd.DataFrame:
     table2d, table2b = paper_table2d(), paper_table("table2b_ptb").set_index("model")["all"]
 
     def paper(preset: str, corpus: str, label: str) -> float:
-        if preset == "ud":
+        if has_treebanks(preset):
             ok = corpus in table2d.index and label in table2d.columns
             return float(table2d.at[corpus, label]) if ok else math.nan
         return float(table2b[label]) if label in table2b.index else math.nan
@@ -100,13 +101,13 @@ def protocol_frame(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd.DataF
 
 def _ud_means(frame: pd.DataFrame) -> pd.DataFrame:
     """Per UD variant and protocol, the mean over treebanks of the per-treebank means (stds too)."""
-    ud = frame[frame["preset"] == "ud"]
+    ud = frame[frame["preset"] == UD.name]
     if ud["corpus"].nunique() < 2:
         return pd.DataFrame(columns=COLUMNS)
     numbers = COLUMNS[COLUMNS.index("all") :]
     means = ud.groupby(["variant", "label", "protocol"], sort=False)[numbers].mean().reset_index()
     counts = ud.groupby(["variant", "protocol"], sort=False)["n_seeds"].sum().reset_index()
-    means = means.merge(counts, on=["variant", "protocol"]).assign(preset="ud", corpus=UD_MEAN, seeds="")
+    means = means.merge(counts, on=["variant", "protocol"]).assign(preset=UD.name, corpus=UD_MEAN, seeds="")
     return means[COLUMNS]
 
 
@@ -137,8 +138,8 @@ def gain_frame(frame: pd.DataFrame) -> pd.DataFrame:
         paper_gain=others["paper_all"].to_numpy() - reference["paper_all"].reindex(at).to_numpy(),
     )
     columns = ["preset", "corpus", "variant", "label", "protocol", "gain", "paper_gain"]
-    ud = gains[gains["preset"] == "ud"]
-    if frame.loc[frame["preset"] == "ud", "corpus"].nunique() < 2:  # no mean rows in `frame` either
+    ud = gains[gains["preset"] == UD.name]
+    if frame.loc[frame["preset"] == UD.name, "corpus"].nunique() < 2:  # no mean rows in `frame` either
         return gains[columns].reset_index(drop=True)
     means = (
         ud.groupby(["preset", "variant", "label", "protocol"], sort=False)[["gain", "paper_gain"]]

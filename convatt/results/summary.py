@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from convatt.data.formats import has_treebanks
 from convatt.results.frames import in_model_order
 from convatt.results.markdown import Table, markdown_table, page
 
@@ -39,7 +40,7 @@ def _values(column: pd.Series) -> str:
 def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (preset, setting, variant), group in runs.groupby(["preset", "setting", "variant"], sort=False):
-        corpora = group["treebank"] if preset == "ud" else group["corpus"]
+        corpora = group["treebank"] if has_treebanks(preset) else group["corpus"]
         rows.append(
             {
                 "preset": preset,

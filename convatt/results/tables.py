@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from convatt.data.formats import PTB, UD
 from convatt.model.variants import PAPER_VARIANTS, UD_VARIANTS
 from convatt.results import efficiency, protocol_comparison, significance
 from convatt.results import summary as run_summary
@@ -93,7 +94,7 @@ def _filled(skeleton: pd.DataFrame, ours: pd.DataFrame, on: list[str]) -> pd.Dat
 def ptb_frame(runs: pd.DataFrame) -> pd.DataFrame:
     """Table 2b's numbers: per corpus, setting and variant (every variant of the paper, run or
     not, and the others that were run), ours and the paper's test accuracy and the difference."""
-    ours = summarize(runs[runs["preset"] == "ptb"], ["corpus", "setting", "variant"])
+    ours = summarize(runs[runs["preset"] == PTB.name], ["corpus", "setting", "variant"])
     sections = ours[["corpus", "setting", "mask_padding"]].drop_duplicates()
     if sections.empty:
         sections = pd.DataFrame([{"corpus": None, "setting": "", "mask_padding": False}])
@@ -113,7 +114,7 @@ def ptb_frame(runs: pd.DataFrame) -> pd.DataFrame:
 
 def ud_per_treebank(runs: pd.DataFrame) -> pd.DataFrame:
     """Per (setting, variant, treebank): seeds, and mean / std over seeds in percent."""
-    return summarize(runs[runs["preset"] == "ud"], ["setting", "variant", "treebank"])
+    return summarize(runs[runs["preset"] == UD.name], ["setting", "variant", "treebank"])
 
 
 def _ud_models(per_tb: pd.DataFrame) -> pd.DataFrame:
@@ -211,14 +212,14 @@ def common_notes(runs: pd.DataFrame) -> list[str]:
     if (runs["protocol"] != "original").any():
         notes.append(
             "Models marked [keras3] (or with protocol items) trained with Keras 3's optimizer and loss "
-            "rather than the paper's code's (`convatt train --protocol`, README \"Training protocol\"); "
+            "rather than the paper's code's (`convatt train --protocol`, docs/protocol.md); "
             "runs made before convatt had protocols count as keras3."
         )
     return notes
 
 
 def ptb_notes(runs: pd.DataFrame) -> list[str]:
-    runs = runs[runs["preset"] == "ptb"]
+    runs = runs[runs["preset"] == PTB.name]
     if runs.empty:
         return ["No finished PTB runs: only the paper's numbers are shown."]
     notes = []
@@ -238,7 +239,7 @@ def ptb_notes(runs: pd.DataFrame) -> list[str]:
 
 
 def ud_notes(runs: pd.DataFrame) -> list[str]:
-    runs = runs[runs["preset"] == "ud"]
+    runs = runs[runs["preset"] == UD.name]
     if runs.empty:
         return ["No finished UD runs: only the paper's numbers are shown."]
     paper_tbs = paper_table2d().index
@@ -363,7 +364,7 @@ def ud_treebank_markdown(frame: pd.DataFrame, notes: list[str], title: str) -> s
 def ptb_table(runs: pd.DataFrame) -> Table:
     """Table 2b: PTB test accuracy (all / OOV / ambiguous), ours beside the paper's."""
     title, notes, frame = "Table 2b: PTB test accuracy (%)", ptb_notes(runs), ptb_frame(runs)
-    n_runs = int((runs["preset"] == "ptb").sum())
+    n_runs = int((runs["preset"] == PTB.name).sum())
     return Table("table2b_ptb", title, frame, ptb_markdown(frame, n_runs, notes, title), notes)
 
 
@@ -397,9 +398,9 @@ def build_tables(
     histories = load_histories(None, runs) if histories is None else histories
     curves = load_curves(None, runs) if curves is None else curves
     tables = []
-    if (runs["preset"] == "ptb").any():
+    if (runs["preset"] == PTB.name).any():
         tables += [ptb_table(runs), efficiency.ptb_efficiency_table(runs, histories, curves)]
-    if (runs["preset"] == "ud").any():
+    if (runs["preset"] == UD.name).any():
         tables += [ud_macro_table(runs), ud_treebank_table(runs)]
         tables += efficiency.ud_efficiency_tables(runs, histories, curves)
     comparison = protocol_comparison.protocol_table(runs, histories, curves)
@@ -429,8 +430,8 @@ def write_tables(runs: Path, out: Path, settings: list[str] | None = None) -> Wr
         write_text(csv, table.frame.to_csv(index=False, float_format="%.4f"))
         paths += [md, csv]
         notes += [n for n in table.notes if n not in notes]
-    if not (frame["preset"] == "ud").any():
+    if not (frame["preset"] == UD.name).any():
         notes.append("no finished UD runs, so Tables 2c and 2d were not written")
-    if not (frame["preset"] == "ptb").any():
+    if not (frame["preset"] == PTB.name).any():
         notes.append("no finished PTB runs, so Table 2b was not written")
     return Written(paths, notes)

@@ -28,11 +28,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from convatt.data.formats import FORMATS
 from convatt.errors import ConvattError
-from convatt.model.variants import PRESETS
-from convatt.run.schema import CONFIG_FILE, RunConfig, RunResult, Setting
+from convatt.run.schema import CONFIG_FILE, CURVE_FILE, HISTORY_FILE, RunConfig, RunResult, Setting
 
-HISTORY_FILE, CURVE_FILE = "history.csv", "curve.csv"
 # What the tables and plots read; older runs lack the batch-mean column.
 HISTORY_NUMBERS = ("epoch", "loss", "train_accuracy", "dev_accuracy", "seconds")
 CURVE_NUMBERS = ("step", "epoch", "dev_accuracy")
@@ -109,7 +108,7 @@ def read_result(path: Path) -> RunResult:
         raise
     except ConvattError as e:
         raise DamagedRunError(e.message, path) from None
-    if result.preset not in PRESETS:
+    if result.preset not in FORMATS:
         raise DamagedRunError(f"unknown preset {result.preset!r}", path)
     if result.epochs_run < 1:
         raise DamagedRunError(f"epochs_run should be at least 1, not {result.epochs_run}", path)

@@ -1,6 +1,11 @@
-"""The run directory's schema: what `config.json` and `result.json` hold, typed.
+"""The run directory's schema: its file names, the columns of its CSV files, what
+`config.json` and `result.json` hold (typed), and the ranges of the run's options.
 
-    RunConfig   config.json: the options of one run (`convatt train`), its protocol
+    run directory   CONFIG_FILE, VOCAB_FILE, HISTORY_FILE, CURVE_FILE, MODEL_FILE,
+                    RESULT_FILE, CHECKPOINT_DIR/ (STATE_FILE, epoch_model_file(n),
+                    best_weights_file(n)), LOCK_FILE, LOG_FILE; HISTORY_COLUMNS, CURVE_COLUMNS
+    RunConfig   config.json: the options of one run (`convatt train`), its protocol;
+                `tagger_config()` builds its TaggerConfig, `check()` its option ranges
     RunResult   result.json: written last; its presence means the run is complete
     Setting     what sets a run apart from the paper's protocol (for the tables);
                 data, rendered by `Setting.label`, never parsed back
@@ -14,12 +19,64 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from convatt.errors import ConvattError
-from convatt.run.storage import read_json, write_json
+from convatt.run.storage import is_our_temporary, read_json, write_json
 from convatt.training.protocol import DEFAULT_PROTOCOL, LEGACY_PROTOCOL, ORIGINAL, Protocol
+
+if TYPE_CHECKING:
+    from convatt.model.variants import TaggerConfig
+
+# ---- the files of a run directory ---------------------------------------------------
+CONFIG_FILE = "config.json"  # the run's options (`RunConfig`), written first
+VOCAB_FILE = "vocab.json"  # the vocabularies (`convatt.data.Vocabularies`)
+HISTORY_FILE = "history.csv"  # one row per epoch: HISTORY_COLUMNS
+CURVE_FILE = "curve.csv"  # dev accuracy every `curve_every` batches: CURVE_COLUMNS
+MODEL_FILE = "model.keras"  # the best epoch's model
+RESULT_FILE = "result.json"  # written last: its presence means the run is complete (`RunResult`)
+CHECKPOINT_DIR = "checkpoint"  # while training: the last finished epoch, to resume from
+STATE_FILE = "state.json"  # in CHECKPOINT_DIR, written last of an epoch's checkpoint
+LOCK_FILE = ".lock"  # held while a trainer writes the directory
+LOG_FILE = "train.log"  # what the Makefile and Slurm jobs write the trainer's output to
+
+HISTORY_COLUMNS = ["epoch", "loss", "train_accuracy", "dev_accuracy", "dev_batch_mean_accuracy", "seconds"]
+CURVE_COLUMNS = ["step", "epoch", "dev_accuracy", "dev_batch_mean_accuracy"]
+
+TRAINED_RUN_FILES = (CONFIG_FILE, VOCAB_FILE, MODEL_FILE)
+"""What using a finished run's model needs (`convatt tag`, `evaluate`, `inspect`)."""
+RUN_FILES = frozenset(
+    {CONFIG_FILE, VOCAB_FILE, HISTORY_FILE, CURVE_FILE, MODEL_FILE, RESULT_FILE, CHECKPOINT_DIR, LOCK_FILE}
+    | {"test_sentences.csv", "dev_sentences.csv"}  # SENTENCE_SCORES_FILE, DEV_SENTENCE_SCORES_FILE below
+)
+"""Everything `convatt train` writes at a run directory's top level."""
+NEW_RUN_FILES = frozenset({LOCK_FILE, CONFIG_FILE})
+"""What a run directory may hold before its config.json is written (a stale lock, a killed write)."""
+LAUNCHER_FILE = re.compile(re.escape(LOG_FILE) + r"|slurm-[\w.-]*\.(out|err)")
+"""Files the Makefile and Slurm write into a run directory before `convatt train` starts."""
+CHECKPOINT_FILE = re.compile(re.escape(STATE_FILE) + r"|epoch-\d+\.keras|best-\d+\.weights\.h5")
+"""What `convatt train` writes into CHECKPOINT_DIR."""
+
+
+def epoch_model_file(epoch: int) -> str:
+    """The checkpoint's model after `epoch` (in CHECKPOINT_DIR)."""
+    return f"epoch-{epoch}.keras"
+
+
+def best_weights_file(epoch: int) -> str:
+    """The weights of the best epoch so far, `epoch` (in CHECKPOINT_DIR)."""
+    return f"best-{epoch}.weights.h5"
+
+
+def foreign_entries(out: Path) -> list[str]:
+    """The entries of `out` (not yet holding a config.json) that neither a starting
+    `convatt train` nor its launchers write there."""
+    ours = lambda name: name in NEW_RUN_FILES or bool(LAUNCHER_FILE.fullmatch(name))
+    return sorted(p.name for p in out.iterdir() if not (ours(p.name) or is_our_temporary(p.name, ours)))
+
 
 CONFIG_FORMAT = "convatt-run"
 SCHEMA_VERSION = 2
@@ -30,7 +87,6 @@ PAPER_EPOCHS = 100
 # sqrt(n) times the step for a row that occurs n times in a batch (TensorFlow only).
 COMPUTATION = 2
 COMPUTATION_BEFORE_SPARSE_FIX = 1
-CONFIG_FILE, RESULT_FILE = "config.json", "result.json"
 # Per-sentence scores of a split (`convatt.training.sentence_scores`): one row per sentence,
 # the counts behind result.json's accuracies, for the significance tests.
 SENTENCE_SCORES_FILE = "test_sentences.csv"
@@ -138,23 +194,30 @@ class RunConfig:
             candidates.insert(0, Path(*run_dir.parts[: -len(out_parts)]) / data)
         return str(next((c for c in candidates if c.exists()), data))
 
-    def check(self) -> None:
-        """Options a run cannot start with, before anything is written."""
-        if not 0 <= self.seed <= 2**32 - 1:
-            raise ConvattError(f"seed must be between 0 and 2**32 - 1, not {self.seed}")
-        for name, minimum in (
-            ("epochs", 1),
-            ("patience", 1),
-            ("batch_size", 1),
-            ("eval_batch_size", 1),
-            ("limit", 1),
-            ("curve_every", 0),
-            ("embeddings_limit", 0),
-            ("curve_until", -1),
-        ):
-            value = getattr(self, name)
-            if value is not None and value < minimum:
-                raise ConvattError(f"{name} must be at least {minimum}, not {value}")
+    def tagger_config(self) -> TaggerConfig:
+        """The tagger's architecture: the variant under the preset, shaped by the protocol.
+        An unknown preset or variant is a ConvattError (with a suggestion)."""
+        from convatt.model.variants import make_config
+
+        return make_config(self.preset, self.variant, self.protocol, mask_padding=self.mask_padding)
+
+    def check(self, flags: bool = False) -> None:
+        """Options a run cannot start with, before anything is written (and, from the
+        CLI, before Keras is loaded); `flags`: name them as `convatt train`'s options."""
+        config = self.tagger_config()
+        name = (lambda field: "--" + field.replace("_", "-")) if flags else (lambda field: field)
+        check_seed(self.seed, name("seed"))
+        for field, minimum in OPTION_MINIMUMS.items():
+            check_at_least(name(field), getattr(self, field), minimum)
+        if self.embeddings and not config.pretrained_words:
+            from convatt.data.formats import FORMATS
+
+            pretrained = [f.name for f in FORMATS.values() if f.pretrained_words]
+            raise ConvattError(
+                f"{name('embeddings')} applies to the {' and '.join(pretrained)} preset"
+                f"{'s' if len(pretrained) > 1 else ''} (frozen pretrained vectors); the "
+                f"{self.preset} preset trains its word embeddings from random, as the paper"
+            )
 
     def differences(self, other: RunConfig) -> list[str]:
         """`field: old -> new` for what differs beyond `RESUMABLE_CHANGES` (paths compared resolved)."""
@@ -182,6 +245,33 @@ class RunConfig:
             precision=self.precision,
             computation=self.computation if self.protocol.optimizer == "keras2-rmsprop" else COMPUTATION,
         )
+
+
+MAX_SEED = 2**32 - 1  # NumPy's and Keras' seeds are unsigned 32-bit integers
+OPTION_MINIMUMS = {
+    "epochs": 1,
+    "patience": 1,
+    "batch_size": 1,
+    "eval_batch_size": 1,
+    "limit": 1,
+    "curve_every": 0,
+    "embeddings_limit": 0,
+    "curve_until": -1,  # -1: always
+}
+"""The least value of each numeric option of `RunConfig` (None always passes)."""
+
+
+def check_at_least(name: str, value: int | None, minimum: int = 1) -> None:
+    """A ConvattError unless `value` is None or at least `minimum`; `name` is the option's."""
+    if value is not None and value < minimum:
+        always = " (-1: always)" if minimum == -1 else ""
+        raise ConvattError(f"{name} must be at least {minimum}{always}, not {value}")
+
+
+def check_seed(seed: int, name: str = "seed") -> None:
+    """A ConvattError unless `seed` is an unsigned 32-bit integer."""
+    if not 0 <= seed <= MAX_SEED:
+        raise ConvattError(f"{name} must be between 0 and {MAX_SEED:,} (2**32 - 1), not {seed}")
 
 
 DAMAGED_RUN_REMEDY = (

@@ -99,16 +99,6 @@ def _os_error_in(e: BaseException) -> OSError | None:
     return None
 
 
-# ---- what a run directory may hold ------------------------------------------------
-RUN_FILES = frozenset(
-    {"config.json", "vocab.json", "history.csv", "curve.csv", "model.keras", "result.json", "checkpoint", ".lock"}
-    | {"test_sentences.csv", "dev_sentences.csv"}  # schema.SENTENCE_SCORES_FILE, DEV_SENTENCE_SCORES_FILE
-)
-"""Everything `convatt train` writes at a run directory's top level."""
-LAUNCHER_FILE = re.compile(r"train\.log|slurm-[\w.-]*\.(out|err)")
-"""Files the Makefile and Slurm write into a run directory before `convatt train` starts."""
-CHECKPOINT_FILE = re.compile(r"state\.json|epoch-\d+\.keras|best-\d+\.weights\.h5")
-"""What `convatt train` writes into `checkpoint/`."""
 _TEMPORARY = re.compile(r"\.tmp-\d+-(?P<name>.+)")
 
 
@@ -116,17 +106,6 @@ def is_our_temporary(name: str, ours: Callable[[str], bool]) -> bool:
     """Whether `name` is an `atomic_path` of a file `ours` accepts (left by a killed writer)."""
     m = _TEMPORARY.fullmatch(name)
     return bool(m) and ours(m.group("name"))
-
-
-NEW_RUN_FILES = frozenset({".lock", "config.json"})
-"""What a run directory may hold before its config.json is written (a stale lock, a killed write)."""
-
-
-def foreign_entries(out: Path) -> list[str]:
-    """The entries of `out` (not yet holding a config.json) that neither a starting
-    `convatt train` nor its launchers write there."""
-    ours = lambda name: name in NEW_RUN_FILES or bool(LAUNCHER_FILE.fullmatch(name))
-    return sorted(p.name for p in out.iterdir() if not (ours(p.name) or is_our_temporary(p.name, ours)))
 
 
 def remove_temporaries(directory: Path, ours: Callable[[str], bool]) -> None:
@@ -199,8 +178,8 @@ def lock_holder() -> str:
 
 
 @contextlib.contextmanager
-def run_lock(out: Path) -> Iterator[None]:
-    """Hold an exclusive `flock` on `out/.lock` while training.
+def run_lock(lock: Path) -> Iterator[None]:
+    """Hold an exclusive `flock` on the file `lock` (a run directory's LOCK_FILE) while training.
 
     The kernel drops the lock when its process dies (killed, crashed, machine
     rebooted), so a stale lock file never blocks a resume; a second trainer on the
@@ -209,7 +188,8 @@ def run_lock(out: Path) -> Iterator[None]:
     flock (Lustre mounted `noflock`) training goes on unlocked, as there one Slurm
     task per run is what keeps trainers apart (experiments/slurm_submit.py).
     """
-    fd = os.open(out / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+    out = lock.parent
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -227,5 +207,5 @@ def run_lock(out: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        (out / ".lock").unlink(missing_ok=True)
+        lock.unlink(missing_ok=True)
         os.close(fd)

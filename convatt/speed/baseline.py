@@ -71,8 +71,8 @@ def _head(x, config: TaggerConfig, first: bool, name: str):
 
 
 def baseline_covers(config: TaggerConfig) -> bool:
-    """Whether the port has this tagger: the paper's variants (no Shaw, ALiBi or issue 16's
-    attention variants), without masking."""
+    """Whether the port has this tagger: the paper's variants (no Shaw, ALiBi or the
+    attention variants beyond the paper), without masking."""
     spec = config.spec
     beyond_paper = (
         spec.shaw or spec.alibi or spec.attention != "standard" or spec.conv_before_softmax or spec.talking_heads

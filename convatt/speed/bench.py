@@ -8,7 +8,7 @@ shape (tracing, compilation) are not timed; the timed steps of the two models ar
 interleaved and their medians reported. tokens/s counts non-PAD tokens. The last
 line is `speedup N.NNx` (baseline step time / tagger step time).
 
-The baseline covers the paper's variants only. For the others (issue 16's attention
+The baseline covers the paper's variants only. For the others (the attention
 variants, Shaw, ALiBi), or with `reference="san-pe-add"` (any variant name), the
 reference is that variant built by `build_tagger` in the same process (`reference`
 in the result), and the speedup is its step time over the variant's; a line before
@@ -38,13 +38,11 @@ import keras
 import numpy as np
 
 from convatt.data.batching import make_inputs
+from convatt.data.formats import data_format
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import PRECISIONS, make_config
 from convatt.speed.baseline import baseline_covers, baseline_inputs, build_baseline
 from convatt.training import interrupt
-
-# words, chars, labels (PAD and OOV included) and the number of distinct surface forms.
-SIZES = {"ptb": (20_002, 84, 47, 45_000), "ud": (10_000, 100, 19, 20_000)}
 
 
 def synthetic_batches(
@@ -123,7 +121,7 @@ def _synthetic_setup(
 ):
     """(config, batches, word vectors or None, sizes) of a benchmark."""
     config = make_config(preset, variant, **config_changes)
-    n_words, n_chars, n_labels, n_forms = sizes or SIZES[preset]
+    n_words, n_chars, n_labels, n_forms = sizes or data_format(preset).bench_sizes
     batches = synthetic_batches(
         n_batches, n_words, n_chars, n_labels, n_forms, batch_size, config.max_len, config.max_word_len, seed
     )

@@ -5,25 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from convatt.data import Vocabularies, encode_split, load_corpus
-from convatt.errors import ConvattError
+from convatt.data import encode_split, load_corpus
 from convatt.model.prediction import evaluate
-from convatt.model.variants import make_config
-from convatt.run.modelfiles import MODEL_LOST_REMEDY, load_keras_model
-from convatt.run.schema import RunConfig
+from convatt.trained.loading import load_model, load_settings, load_vocabularies
 from convatt.training.sentence_scores import FILES, write_sentence_scores
 from convatt.training.trainer import describe_unseen_tags, unseen_tags
-
-
-def _finished_run_dir(run: str | Path) -> Path:
-    """`run` as a Path, or a `ConvattError` when it is no finished run directory."""
-    run = Path(run)
-    if not run.is_dir():
-        raise ConvattError("run directory not found" if not run.exists() else "not a directory", run)
-    for name in ("config.json", "vocab.json", "model.keras"):
-        if not (run / name).exists():
-            raise ConvattError(f"not a finished run directory: {name} is missing", run)
-    return run
 
 
 def evaluate_run(
@@ -34,10 +20,10 @@ def evaluate_run(
 ) -> dict:
     """Accuracies (all / OOV / ambiguous / per tag) of `run`'s best model on a split;
     what could surprise a reader of them goes to `warn`."""
-    run = _finished_run_dir(run)
-    config = RunConfig.load(run)
-    tagger = make_config(config.preset, config.variant, config.protocol)
-    vocab = Vocabularies.load(run / "vocab.json")
+    run = Path(run)
+    config = load_settings(run).run_config
+    tagger = config.tagger_config()
+    vocab = load_vocabularies(run)
     trained_on = load_corpus(config.preset, config.data_path(run))
     corpus = trained_on if data is None else load_corpus(config.preset, data)
     sentences = getattr(corpus, split)
@@ -50,21 +36,19 @@ def evaluate_run(
     if unseen:
         warn("warning: " + describe_unseen_tags(unseen, split))
     encoded = encode_split(sentences, vocab, tagger.max_len, tagger.max_word_len)
-    model = load_keras_model(run / "model.keras", MODEL_LOST_REMEDY)
-    return evaluate(model, encoded, list(vocab.tags.tokens))
+    return evaluate(load_model(run), encoded, list(vocab.tags.tokens))
 
 
 def write_run_sentence_scores(run: str | Path) -> list[Path]:
     """Recompute a finished run's per-sentence scores (test and dev, `convatt.training.sentence_scores`)
     from its saved model on its own corpus, as it trained (`--limit` included); returns the files."""
-    run = _finished_run_dir(run)
-    config = RunConfig.load(run)
-    tagger = make_config(config.preset, config.variant, config.protocol, mask_padding=config.mask_padding)
-    vocab = Vocabularies.load(run / "vocab.json")
+    run = Path(run)
+    config = load_settings(run).run_config
+    tagger = config.tagger_config()
+    vocab = load_vocabularies(run)
     corpus = load_corpus(config.preset, config.data_path(run))
     encoded = {
         name: encode_split(getattr(corpus, name)[: config.limit], vocab, tagger.max_len, tagger.max_word_len)
         for name in FILES
     }
-    model = load_keras_model(run / "model.keras", MODEL_LOST_REMEDY)
-    return write_sentence_scores(run, model, config, tagger.max_len, encoded)
+    return write_sentence_scores(run, load_model(run), config, tagger.max_len, encoded)

@@ -1,7 +1,7 @@
 """A finished run, loaded for use: its settings, vocabularies and best model.
 
-`convatt tag` and `convatt inspect` read a run directory only through this module,
-so a change of the run-directory schema is made here once.
+`convatt tag`, `convatt evaluate` and `convatt inspect` read a run directory only
+through this module (its file names: `convatt.run.schema`).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from convatt.data import Vocabularies
+from convatt.data.formats import data_format
 from convatt.errors import ConvattError
-from convatt.model.variants import TaggerConfig, make_config
-from convatt.run.schema import RunConfig
-
-RUN_FILES = ("config.json", "vocab.json", "model.keras")
+from convatt.model.variants import TaggerConfig
+from convatt.run.modelfiles import load_keras_model
+from convatt.run.schema import MODEL_FILE, TRAINED_RUN_FILES, VOCAB_FILE, RunConfig
 
 
 @dataclass(frozen=True)
@@ -49,21 +49,20 @@ class RunSettings:
     @property
     def config(self) -> TaggerConfig:
         """The tagger's architecture, as the run's protocol shaped it."""
-        run = self.run_config
-        return make_config(run.preset, run.variant, run.protocol, mask_padding=run.mask_padding)
+        return self.run_config.tagger_config()
 
     @property
     def tag_column(self) -> str:
         """The CoNLL-U column the run's tags belong in: UPOS (UD) or XPOS (PTB)."""
-        return "xpos" if self.preset == "ptb" else "upos"
+        return data_format(self.preset).tag_column
 
 
 def check_run_dir(run: str | os.PathLike) -> Path:
     """`run` as a Path, or a ConvattError if it is not a finished run directory."""
     run = Path(run)
     if not run.is_dir():
-        raise ConvattError("run directory not found", run)
-    for name in RUN_FILES:
+        raise ConvattError("run directory not found" if not run.exists() else "not a directory", run)
+    for name in TRAINED_RUN_FILES:
         if not (run / name).exists():
             raise ConvattError(f"not a finished run directory: {name} is missing", run)
     return run
@@ -75,15 +74,15 @@ def load_settings(run: str | os.PathLike) -> RunSettings:
 
 
 def load_vocabularies(run: str | os.PathLike) -> Vocabularies:
-    return Vocabularies.load(check_run_dir(run) / "vocab.json")
+    return Vocabularies.load(check_run_dir(run) / VOCAB_FILE)
 
 
 def load_model(run: str | os.PathLike):
-    """The run's best model (`model.keras`), compiled as it was trained."""
+    """The run's best model (MODEL_FILE), compiled as it was trained; a damaged file is a ConvattError."""
     import convatt.model.tagger  # noqa: F401  registers the tagger's own layers for deserialisation
-    from convatt.run.modelfiles import MODEL_LOST_REMEDY, load_keras_model
+    from convatt.run.modelfiles import MODEL_LOST_REMEDY
 
-    return load_keras_model(check_run_dir(run) / "model.keras", MODEL_LOST_REMEDY)
+    return load_keras_model(check_run_dir(run) / MODEL_FILE, MODEL_LOST_REMEDY)
 
 
 @dataclass(frozen=True)

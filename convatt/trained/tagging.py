@@ -19,10 +19,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from convatt.data import EncodedSplit, Vocabularies, encode_split
-from convatt.data.batching import iterate_batches
 from convatt.data.tokenize import carries_punctuation
 from convatt.data.untagged import Block
-from convatt.data.vocab import OOV_ID
+from convatt.model.prediction import predict_tags
 from convatt.model.variants import TaggerConfig
 
 CHUNK_SENTENCES = 1000  # sentences encoded and predicted at once: bounds memory on any input size
@@ -57,11 +56,7 @@ class TaggingStats:
 
 def predict_tag_ids(model, split: EncodedSplit, batch_size: int = 256) -> np.ndarray:
     """(n, t) ids of the most probable real tag (never <PAD> = 0 or <OOV> = 1)."""
-    batches = iterate_batches(split, batch_size, few_shapes=bool(getattr(model, "jit_compile", False)))
-    out = [
-        np.argmax(np.asarray(model.predict_on_batch(x))[..., OOV_ID + 1 :], axis=-1) + OOV_ID + 1 for x, _, _ in batches
-    ]
-    return np.concatenate(out) if out else np.zeros(split.words.shape, dtype=np.int64)
+    return predict_tags(model, split, batch_size, real_tags_only=True)
 
 
 def tag_sentences(model, vocab: Vocabularies, config: TaggerConfig, sentences: list[list[str]]) -> list[list[str]]:

@@ -46,16 +46,34 @@ from convatt.data.batching import iterate_batches
 from convatt.errors import ConvattError
 from convatt.model.prediction import evaluate, predict_tags
 from convatt.model.tagger import build_tagger, count_parameters
-from convatt.model.variants import TaggerConfig, make_config
+from convatt.model.variants import TaggerConfig
 from convatt.run import provenance
 from convatt.run.advice import saved_run_config
 from convatt.run.fingerprint import DataFingerprint
 from convatt.run.modelfiles import check_weights_file, load_keras_model
-from convatt.run.schema import CONFIG_FILE, FINGERPRINT_KEY, RESULT_FILE, RunConfig, RunResult, check_types
-from convatt.run.storage import (
+from convatt.run.schema import (
+    CHECKPOINT_DIR,
     CHECKPOINT_FILE,
+    CONFIG_FILE,
+    CURVE_COLUMNS,
+    CURVE_FILE,
+    FINGERPRINT_KEY,
+    HISTORY_COLUMNS,
+    HISTORY_FILE,
+    LOCK_FILE,
+    MODEL_FILE,
+    RESULT_FILE,
     RUN_FILES,
+    STATE_FILE,
+    VOCAB_FILE,
+    RunConfig,
+    RunResult,
+    best_weights_file,
+    check_types,
+    epoch_model_file,
     foreign_entries,
+)
+from convatt.run.storage import (
     os_error_reason,
     read_json,
     remove_temporaries,
@@ -69,8 +87,6 @@ from convatt.training.metrics import batch_mean_accuracy, token_accuracy
 from convatt.training.protocol import Protocol
 from convatt.training.sentence_scores import write_sentence_scores
 
-HISTORY_COLUMNS = ["epoch", "loss", "train_accuracy", "dev_accuracy", "dev_batch_mean_accuracy", "seconds"]
-CURVE_COLUMNS = ["step", "epoch", "dev_accuracy", "dev_batch_mean_accuracy"]
 TrainOptions = RunConfig  # the name the trainer's callers knew
 
 
@@ -272,7 +288,7 @@ class Progress:
 
 def train_run(run: RunConfig, log: Callable[[str], None] = print) -> dict:
     """Train (or resume, or skip if complete) one run; return its result.json content."""
-    make_config(run.preset, run.variant, run.protocol)  # unknown names fail before anything is written
+    run.tagger_config()  # unknown names fail before anything is written
     run.check()
     out = Path(run.out)
     _check_out_dir(out, run)
@@ -282,7 +298,7 @@ def train_run(run: RunConfig, log: Callable[[str], None] = print) -> dict:
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        with run_lock(out):
+        with run_lock(out / LOCK_FILE):
             if (out / RESULT_FILE).exists():  # finished by another process meanwhile
                 return RunResult.load(out).to_json()
             return Trainer(run, out, log).run().to_json()
@@ -332,8 +348,8 @@ class Trainer:
 
     def __init__(self, run: RunConfig, out: Path, log: Callable[[str], None]):
         self.run_config, self.out, self.log = run, out, log
-        self.config = make_config(run.preset, run.variant, run.protocol, mask_padding=run.mask_padding)
-        self.ckpt = out / "checkpoint"
+        self.config = run.tagger_config()
+        self.ckpt = out / CHECKPOINT_DIR
 
     def run(self) -> RunResult:
         run = self.run_config
@@ -355,9 +371,9 @@ class Trainer:
             self._save_checkpoint(model, state, improved)
         if state.bad_epochs >= run.patience:
             self.log(f"early stopping: no dev improvement for {run.patience} epochs")
-        model.load_weights(self.ckpt / f"best-{state.best_epoch}.weights.h5")
+        model.load_weights(self.ckpt / best_weights_file(state.best_epoch))
         result = self._result(model, data, state, n_params)
-        write_atomically(self.out / "model.keras", model.save)
+        write_atomically(self.out / MODEL_FILE, model.save)
         write_sentence_scores(self.out, model, run, self.config.max_len, {"test": data.test, "dev": data.dev})
         result.save(self.out)
         self._remove_checkpoint()
@@ -366,7 +382,7 @@ class Trainer:
 
     def _check_same_data(self, data: PreparedData) -> None:
         """Before resuming a checkpoint: refuse data that differ from those it was trained on."""
-        if not (self.ckpt / "state.json").exists():
+        if not (self.ckpt / STATE_FILE).exists():
             return  # nothing trained yet: the data may have been fixed since
         config_path = self.out / CONFIG_FILE
         recorded = read_json(config_path).get(FINGERPRINT_KEY)
@@ -388,7 +404,7 @@ class Trainer:
 
     def _changed_vocabularies(self, now: Vocabularies) -> list[str]:
         """For a run without a fingerprint: which of its saved vocabularies differ from `now`."""
-        path = self.out / "vocab.json"
+        path = self.out / VOCAB_FILE
         if not path.exists():
             return []
         saved = Vocabularies.load(path)
@@ -415,7 +431,7 @@ class Trainer:
         for note in (data.note, data.vectors_note, unseen):
             if note:
                 self.log(f"note: {note}")
-        data.vocab.save(self.out / "vocab.json")
+        data.vocab.save(self.out / VOCAB_FILE)
         v = data.vocab
         self.log(
             f"{data.corpus_name}: {len(data.train):,} / {len(data.dev):,} / {len(data.test):,} "
@@ -423,7 +439,7 @@ class Trainer:
         )
 
     def _restore_or_build(self, data: PreparedData) -> tuple[keras.Model, TrainState]:
-        if (self.ckpt / "state.json").exists():  # written last: an epoch's checkpoint is complete
+        if (self.ckpt / STATE_FILE).exists():  # written last: an epoch's checkpoint is complete
             model, state = self._restore()
             self.log(
                 f"resuming from epoch {state.epoch} (best dev {100 * state.best_dev:.2f}% at epoch {state.best_epoch})"
@@ -449,13 +465,13 @@ class Trainer:
             f"the checkpoint is damaged and older epochs are not kept: delete {self.ckpt} to "
             "train this run again from epoch 1"
         )
-        path = self.ckpt / "state.json"
+        path = self.ckpt / STATE_FILE
         saved = read_json(path, remedy)
         try:
             state = TrainState.from_json(saved, path)
         except ConvattError as e:
             raise ConvattError(f"{e.message}; {remedy}", path) from None
-        model = load_keras_model(self.ckpt / f"epoch-{state.epoch}.keras", remedy)
+        model = load_keras_model(self.ckpt / epoch_model_file(state.epoch), remedy)
         seed_states, variables = saved.get("seed_states"), _seed_states(model)
         if not (isinstance(seed_states, list) and len(seed_states) == len(variables)):
             raise ConvattError(f"damaged state: seed_states do not match the model's; {remedy}", path)
@@ -464,7 +480,7 @@ class Trainer:
                 variable.assign(np.asarray(value, dtype=variable.dtype).reshape(variable.shape))
         except (ValueError, TypeError) as e:
             raise ConvattError(f"damaged state: seed_states ({e}); {remedy}", path) from None
-        best = self.ckpt / f"best-{state.best_epoch}.weights.h5"
+        best = self.ckpt / best_weights_file(state.best_epoch)
         try:  # now, not after the remaining epochs
             check_weights_file(best, remedy)
         except ConvattError:
@@ -531,16 +547,16 @@ class Trainer:
         delete the older files: a kill at any point leaves a consistent checkpoint."""
         self.ckpt.mkdir(exist_ok=True)
         if improved:
-            write_atomically(self.ckpt / f"best-{state.epoch}.weights.h5", model.save_weights)
-        write_atomically(self.ckpt / f"epoch-{state.epoch}.keras", model.save)
+            write_atomically(self.ckpt / best_weights_file(state.epoch), model.save_weights)
+        write_atomically(self.ckpt / epoch_model_file(state.epoch), model.save)
         seed_states = [keras.ops.convert_to_numpy(v).tolist() for v in _seed_states(model)]
-        write_json(self.ckpt / "state.json", {**state.to_json(), "seed_states": seed_states})
-        keep = {f"best-{state.best_epoch}.weights.h5", f"epoch-{state.epoch}.keras", "state.json"}
+        write_json(self.ckpt / STATE_FILE, {**state.to_json(), "seed_states": seed_states})
+        keep = {best_weights_file(state.best_epoch), epoch_model_file(state.epoch), STATE_FILE}
         for f in self.ckpt.iterdir():
             if f.name not in keep and CHECKPOINT_FILE.fullmatch(f.name):  # never a file of someone else's
                 f.unlink(missing_ok=True)
-        write_csv(self.out / "history.csv", state.history, HISTORY_COLUMNS)
-        write_csv(self.out / "curve.csv", state.curve, CURVE_COLUMNS)
+        write_csv(self.out / HISTORY_FILE, state.history, HISTORY_COLUMNS)
+        write_csv(self.out / CURVE_FILE, state.curve, CURVE_COLUMNS)
 
     def _result(self, model: keras.Model, data: PreparedData, state: TrainState, n_params: int) -> RunResult:
         run, tag_names = self.run_config, list(data.vocab.tags.tokens)
