@@ -88,7 +88,7 @@ RUN_FILES = frozenset(
 """Everything `convatt train` writes at a run directory's top level."""
 LAUNCHER_FILE = re.compile(r"train\.log|slurm-[\w.-]*\.(out|err)")
 """Files the Makefile and Slurm write into a run directory before `convatt train` starts."""
-CHECKPOINT_FILE = re.compile(r"state\.json|epoch-\d+\.keras|best-\d+\.weights\.h5")
+CHECKPOINT_FILE = re.compile(r"state(-\d+)?\.json|epoch-\d+\.keras|best-\d+\.weights\.h5")
 """What `convatt train` writes into `checkpoint/`."""
 _TEMPORARY = re.compile(r"\.tmp-\d+-(?P<name>.+)")
 
