@@ -11,7 +11,6 @@ from convatt.cli._common import (
     load_backend,
     option_default,
     precisions,
-    resolved,
 )
 from convatt.errors import ConvattError
 
@@ -33,37 +32,24 @@ def cmd_train(args) -> None:
             f"--embeddings applies to the ptb preset (frozen pretrained vectors); the "
             f"{args.preset} preset trains its word embeddings from random, as the paper"
         )
-    from convatt.run.schema import RunConfig
+    from convatt.training.api import run_config
+    from convatt.training.protocol import Protocol
 
-    run = RunConfig(
+    items = {f.name: getattr(args, f.name) for f in Protocol.items()}
+    options = ("seed", "embeddings", "embeddings_limit", "epochs", "limit", "mask_padding", "curve_every")
+    options += ("curve_until", "jit_compile", "precision", "protocol")
+    run = run_config(
         preset=args.preset,
         variant=args.variant,
-        seed=args.seed,
-        data=resolved(data),
-        out=str(args.out),
-        embeddings=resolved(args.embeddings),
-        embeddings_limit=args.embeddings_limit or None,
-        epochs=args.epochs,
-        limit=args.limit,
-        mask_padding=args.mask_padding,
-        curve_every=args.curve_every,
-        curve_until=args.curve_until,
-        jit_compile={"auto": "auto", "on": True, "off": False}[args.jit_compile],
-        protocol=_protocol(args),
-        precision=args.precision,
+        out=args.out,
+        data=data,
+        **{name: getattr(args, name) for name in options},
+        **items,
     )
     load_backend(args.debug)
     from convatt.training.trainer import train_run
 
-    train_run(run)
-
-
-def _protocol(args):
-    """--protocol, then the per-item options that override it."""
-    from convatt.training.protocol import Protocol
-
-    items = {f.name: getattr(args, f.name) for f in Protocol.items()}
-    return Protocol.named(args.protocol).with_overrides(**items)
+    train_run(run, tensorboard=args.tensorboard)
 
 
 def _add_protocol_options(p: argparse.ArgumentParser) -> None:
@@ -125,5 +111,10 @@ def add_command(sub) -> None:
         "AVX512-BF16 and on GPUs); weights and the optimizer stay float32",
     )
     p.add_argument("--out", required=True, help="run directory")
+    p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="write TensorBoard logs to DIR: loss, train and dev accuracy per epoch, the dev curve",
+    )
     _add_protocol_options(p)
     p.set_defaults(func=cmd_train)

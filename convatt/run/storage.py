@@ -83,7 +83,17 @@ def _os_error_in(e: BaseException) -> OSError | None:
 
 # ---- what a run directory may hold ------------------------------------------------
 RUN_FILES = frozenset(
-    {"config.json", "vocab.json", "history.csv", "curve.csv", "model.keras", "result.json", "checkpoint", ".lock"}
+    {
+        "config.json",
+        "vocab.json",
+        "history.csv",
+        "curve.csv",
+        "model.keras",
+        "result.json",
+        "checkpoint",
+        ".lock",
+        "tensorboard",
+    }
 )
 """Everything `convatt train` writes at a run directory's top level."""
 LAUNCHER_FILE = re.compile(r"train\.log|slurm-[\w.-]*\.(out|err)")

@@ -274,6 +274,10 @@ class CurveToTensorBoard(_RunCallback):
 
 def tensorboard(state: TrainState, stop: StopRequests, log_dir: Path) -> list[keras.callbacks.Callback]:
     """Keras' TensorBoard callback (per-epoch scalars: train/ and validation/) and the dev curve."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") is None:
+        raise ConvattError("TensorBoard logs need the tensorboard package: pip install tensorboard", log_dir)
     epochs = keras.callbacks.TensorBoard(str(log_dir), write_graph=False, update_freq="epoch")
     return [epochs, CurveToTensorBoard(state, stop, log_dir)]
 

@@ -34,6 +34,7 @@ class Checkpoints:
 
     def __init__(self, directory: Path, log: Callable[[str], None]):
         self.directory, self.log = Path(directory), log
+        self.last: dict | None = None  # the last good state.json's content, restored or written
 
     @property
     def exists(self) -> bool:
@@ -55,16 +56,19 @@ class Checkpoints:
         """Epoch `state.epoch`'s files, verified, then state.json; the previous epoch's are
         kept (its state.json as state-P.json) and anything older is deleted."""
         self.directory.mkdir(exist_ok=True)
-        written = [self.model_file(state.epoch)]
         if improved:
             write_atomically(self.best_weights(state.epoch), model.save_weights)
             check_weights_file(self.best_weights(state.epoch), "the disk wrote a damaged file")
         write_atomically(self.model_file(state.epoch), model.save)
-        check_keras_file(written[0], "the disk wrote a damaged file")
-        previous = self._keep_previous_state()
+        check_keras_file(self.model_file(state.epoch), "the disk wrote a damaged file")
+        previous = None
+        if self.last is not None:  # the previous epoch's state, still good: kept as state-P.json
+            previous = TrainState.from_json(self.last)
+            write_json(self.directory / f"state-{previous.epoch}.json", self.last)
         seed_states = [keras.ops.convert_to_numpy(v).tolist() for v in seed_state_variables(model)]
         write_json(self.directory / "state.json", {**state.to_json(), "seed_states": seed_states})
-        TrainState.from_json(read_json(self.directory / "state.json"), self.directory / "state.json")
+        self.last = read_json(self.directory / "state.json")
+        TrainState.from_json(self.last, self.directory / "state.json")  # verified as a resume reads it
         keep = {"state.json", self.model_file(state.epoch).name, self.best_weights(state.best_epoch).name}
         if previous is not None:
             keep |= {f"state-{previous.epoch}.json", self.model_file(previous.epoch).name}
@@ -72,16 +76,6 @@ class Checkpoints:
         for f in self.directory.iterdir():
             if f.name not in keep and CHECKPOINT_FILE.fullmatch(f.name):  # never a file of someone else's
                 f.unlink(missing_ok=True)
-
-    def _keep_previous_state(self) -> TrainState | None:
-        """Copy the current state.json (the previous epoch's, still good) to state-P.json."""
-        path = self.directory / "state.json"
-        if not path.exists():
-            return None
-        data = read_json(path)
-        previous = TrainState.from_json(data, path)
-        write_json(self.directory / f"state-{previous.epoch}.json", data)
-        return previous
 
     # ---- reading ----
 
@@ -122,6 +116,7 @@ class Checkpoints:
                 variable.assign(np.asarray(value, dtype=variable.dtype).reshape(variable.shape))
         except (ValueError, TypeError) as e:
             raise ConvattError(f"damaged state: seed_states ({e}); {remedy}", path) from None
+        self.last = saved
         best = self.best_weights(state.best_epoch)
         try:  # now, not after the remaining epochs
             check_weights_file(best, remedy)
