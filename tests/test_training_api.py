@@ -1,5 +1,6 @@
 """`convatt.train(...)` with a user's Keras callback, and TensorBoard logs read back."""
 
+import importlib.util
 from pathlib import Path
 
 import keras
@@ -32,6 +33,7 @@ class Temperatures(keras.callbacks.Callback):
 def temp_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("api") / "run"
     temperatures = Temperatures()
+    board = out / "tensorboard" if importlib.util.find_spec("tensorboard") else None
     result = convatt.train(
         preset="ud",
         variant="san-pe-add-temp",
@@ -43,7 +45,7 @@ def temp_run(tmp_path_factory):
         curve_every=1,
         jit_compile="off",
         callbacks=[temperatures],
-        tensorboard=out / "tensorboard",
+        tensorboard=board,
         log=lambda line: None,
     )
     return out, result, temperatures

@@ -79,10 +79,10 @@ class EpochMeter(_RunCallback):
         self.loss_sum = self.correct = self.tokens = 0.0
 
     def on_train_batch_begin(self, batch, logs=None):
+        self.batch = batch + 1  # the batch in progress (1-based), for a failure's message
         self.model.reset_metrics()
 
     def on_train_batch_end(self, batch, logs=None):
-        self.batch = batch + 1
         self.check_finite(logs["loss"])
         tokens = self.batches.tokens(self.epoch, self.batch)
         self.loss_sum += logs["loss"]

@@ -14,6 +14,7 @@ deleted: a kill at any point leaves a consistent checkpoint.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -116,7 +117,7 @@ class Checkpoints:
                 variable.assign(np.asarray(value, dtype=variable.dtype).reshape(variable.shape))
         except (ValueError, TypeError) as e:
             raise ConvattError(f"damaged state: seed_states ({e}); {remedy}", path) from None
-        self.last = saved
+        self.last = copy.deepcopy(saved)  # `state` shares its lists, and training appends to them
         best = self.best_weights(state.best_epoch)
         try:  # now, not after the remaining epochs
             check_weights_file(best, remedy)
