@@ -110,3 +110,29 @@ def test_bad_options_fail_before_anything_is_written(tmp_path):
     with pytest.raises(ConvattError, match="epochs must be at least 1"):
         convatt.train(preset="ud", variant="san", out=tmp_path / "run", epochs=0)
     assert not (tmp_path / "run").exists()
+
+
+class StopInEpoch2(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) == 3:  # epoch 2, batch 1 (2 batches an epoch)
+            self.model.stop_training = True
+
+
+def test_a_callback_stopping_mid_epoch_keeps_the_finished_epochs_only(tmp_path):
+    lines = []
+    result = convatt.train(
+        preset="ud",
+        variant="san",
+        data=LINES,
+        out=tmp_path / "run",
+        epochs=3,
+        limit=40,  # 2 batches an epoch
+        curve_every=0,
+        jit_compile="off",
+        callbacks=[StopInEpoch2()],
+        log=lines.append,
+    )
+    assert result.epochs_run == 1 and result.best_epoch == 1
+    assert list(pd.read_csv(tmp_path / "run" / "history.csv")["epoch"]) == [1]
+    assert any("stopped by a callback in epoch 2" in line for line in lines)
+    assert not (tmp_path / "run" / "checkpoint").exists()

@@ -45,15 +45,24 @@ Log = Callable[[str], None]
 
 
 class StopRequests(keras.callbacks.Callback):
-    """After every batch: a stop request (the CLI's SIGINT/SIGTERM handler) ends `fit`."""
+    """After every batch: a stop request (the CLI's SIGINT/SIGTERM handler) ends `fit`.
+    An epoch that ends early (a request, or a callback's `model.stop_training` in the middle
+    of it) is `stopped`: the callbacks after this one record nothing of it."""
 
-    def __init__(self):
+    def __init__(self, n_batches: int):
         super().__init__()
-        self.stopped = False
+        self.n_batches, self.stopped, self.batches = n_batches, False, 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.batches = 0
 
     def on_train_batch_end(self, batch, logs=None):
+        self.batches = batch + 1
         if interrupt.requested():
             self.stopped = self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.stopped = self.stopped or self.batches < self.n_batches
 
 
 class _RunCallback(keras.callbacks.Callback):

@@ -316,8 +316,12 @@ class Trainer:
             if cb.weights_finite(model):
                 raise
             meter.check_finite(float("nan"))
-        if stop.stopped:
-            interrupt.check()  # the stop request ends the run: KeyboardInterrupt
+        if stop.stopped:  # in the middle of an epoch, which is not kept
+            interrupt.check()  # a stop request ends the run: KeyboardInterrupt
+            if state.epoch == 0:  # a user's callback, before any epoch ended
+                raise ConvattError("a callback stopped training before the first epoch ended: nothing to evaluate")
+            self.log(f"stopped by a callback in epoch {state.epoch + 1}; the best epoch so far is evaluated")
+            model.load_weights(self.checkpoints.best_weights(state.best_epoch))
 
     def _terminal(self) -> bool:
         """A live progress bar (Keras') on a terminal; lines (`Progress`) in logs."""
@@ -327,7 +331,7 @@ class Trainer:
 
     def _callbacks(self, data: PreparedData, state: TrainState, batches: TrainBatches):
         """The run's callbacks (see `convatt.training.callbacks`), then the user's."""
-        run, log, stop = self.run_config, self.log, cb.StopRequests()
+        run, log, stop = self.run_config, self.log, cb.StopRequests(batches.n_batches)
         meter = cb.EpochMeter(state, stop, batches, self.out)
         evaluation = cb.DevEvaluation(state, stop, run, data.dev, meter)
         judge = cb.EarlyStopping(state, stop, run, evaluation, log)
