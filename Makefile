@@ -13,7 +13,8 @@
 #   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*, efficiency_*
 #   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}
 #   make docs-results   the committed docs/results/ from RUNS, and the copies of its tables in README.md and docs/results.md
-#   make status         how many runs of each grid are finished (and queued/running on Slurm)
+#   make status         how many runs of each grid are finished (and queued/running on Slurm),
+#                       each unfinished run's epoch and best dev accuracy so far
 #   make test           the test suite (TensorFlow, then the layer tests again on JAX)
 #   make venv           the virtual environment .venv (everything else builds it first)
 #
@@ -61,6 +62,8 @@ LIMIT        ?=
 MASK_PADDING ?=
 # float32 (empty: the paper's), mixed_bfloat16 or mixed_float16: convatt train --precision
 PRECISION    ?=
+# non-empty: TensorBoard logs under each run directory, RUN/tensorboard (convatt train --tensorboard)
+TENSORBOARD  ?=
 # more options for `convatt train`, e.g. TRAIN_FLAGS="--jit-compile off"
 TRAIN_FLAGS  ?=
 # GPU slots, e.g. "0 1 2 3" (with -j 4); empty: no GPU assignment
@@ -178,7 +181,8 @@ endif
 run_parts = $(subst /, ,$(patsubst $(RUNS)/%/result.json,%,$(1)))
 train_flags = --preset $(1) --variant $(2) --seed $(patsubst seed%,%,$(3)) --data $(4) \
   $(if $(and $(filter ptb,$(1)),$(EMBEDDINGS)),--embeddings $(EMBEDDINGS)) $(if $(EPOCHS),--epochs $(EPOCHS)) \
-  $(if $(LIMIT),--limit $(LIMIT)) $(if $(MASK_PADDING),--mask-padding) $(if $(PRECISION),--precision $(PRECISION)) $(TRAIN_FLAGS) --out $(5)
+  $(if $(LIMIT),--limit $(LIMIT)) $(if $(MASK_PADDING),--mask-padding) $(if $(PRECISION),--precision $(PRECISION)) \
+  $(if $(TENSORBOARD),--tensorboard $(5)/tensorboard) $(TRAIN_FLAGS) --out $(5)
 run_flags = $(strip $(if $(filter ptb,$(word 1,$(2))),\
   $(call train_flags,ptb,$(word 2,$(2)),$(word 3,$(2)),$(PTB_DIR),$(1)),\
   $(call train_flags,ud,$(word 3,$(2)),$(word 4,$(2)),$(UD_DIR)/$(word 2,$(2)),$(1))))
@@ -247,6 +251,7 @@ status:
 	@echo "ud-positions:  $(call count_done,$(UD_POSITIONS)) runs finished$(call count_slurm,$(UD_POSITIONS))"
 	@echo "ptb-attention: $(call count_done,$(PTB_ATTENTION)) runs finished$(call count_slurm,$(PTB_ATTENTION))"
 	@echo "ud-attention:  $(call count_done,$(UD_ATTENTION)) runs finished$(call count_slurm,$(UD_ATTENTION))"
+	@if [ -x $(CONVATT) ] && [ -d $(RUNS) ]; then $(CONVATT) status --runs $(RUNS); fi
 
 # ---- environment and tests ----
 .PHONY: venv $(VENV) test

@@ -6,11 +6,19 @@ self-attention networks, with the paper's PoS-tagging experiments.
 
 __version__ = "0.1.0"
 
+__all__ = ["load_tagger", "train"]
+
+# Imported on first use, so that `import convatt` (and the CLI's --help) does not load Keras.
+_LAZY = {"train": "convatt.training.api", "load_tagger": "convatt.trained.tagger"}
+
 
 def __getattr__(name: str):
-    # lazy: `import convatt` stays light; Keras loads only when a tagger is asked for
-    if name == "load_tagger":
-        from convatt.trained.tagger import load_tagger
+    if name in _LAZY:
+        import importlib
 
-        return load_tagger
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'convatt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -8,7 +8,7 @@ import pytest
 from conftest import LINES
 
 from convatt.cli import build_parser
-from convatt.cli.train import _protocol
+from convatt.cli.train import run_config_of
 from convatt.data import build_vocabularies, encode_split, load_corpus
 from convatt.data.batching import iterate_batches
 from convatt.errors import ConvattError
@@ -34,8 +34,10 @@ def test_named_protocols_and_labels():
 
 
 def test_cli_options_set_the_protocol_and_its_items():
-    parse = lambda *extra: _protocol(
-        build_parser().parse_args(["train", "--preset", "ud", "--variant", "san", "--out", "x", *extra])
+    parse = lambda *extra: (
+        run_config_of(
+            build_parser().parse_args(["train", "--preset", "ud", "--variant", "san", "--out", "x", *extra])
+        ).protocol
     )
     assert parse() == DEFAULT_PROTOCOL
     assert parse("--protocol", "keras3") == Protocol.named("keras3")

@@ -1,4 +1,4 @@
-"""`convatt params | train | evaluate | tag | score | inspect | tables | plot | bench` (also `python -m convatt`).
+"""`convatt params | train | status | evaluate | tag | score | inspect | tables | plot | bench`
 
 One module per command (`add_command` registers it, its `cmd_<name>` carries it out); `_common`
 has what they share."""
@@ -9,7 +9,7 @@ import argparse
 import signal
 import sys
 
-from convatt.cli import bench, evaluate, inspect, params, results, score, tag, train
+from convatt.cli import bench, evaluate, inspect, params, results, score, status, tag, train
 from convatt.cli._common import check_backend, error_message, quiet_backend
 from convatt.errors import ConvattError
 from convatt.training import interrupt
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add_command in (
         params.add_command,
         train.add_command,
+        status.add_command,
         evaluate.add_command,
         tag.add_command,
         score.add_command,

@@ -4,44 +4,34 @@ from __future__ import annotations
 
 import argparse
 
-from convatt.cli._common import load_backend, option_default, precisions, resolved
+from convatt.cli._common import load_backend, option_default, precisions
 
 
 def cmd_train(args) -> None:
-    from convatt.data.formats import data_format
-    from convatt.run.schema import RunConfig
-
-    data = args.data or data_format(args.preset).default_data
-    run = RunConfig(
-        preset=args.preset,
-        variant=args.variant,
-        seed=args.seed,
-        data=resolved(data),
-        out=str(args.out),
-        embeddings=resolved(args.embeddings),
-        embeddings_limit=args.embeddings_limit or None,
-        epochs=args.epochs,
-        limit=args.limit,
-        mask_padding=args.mask_padding,
-        curve_every=args.curve_every,
-        curve_until=args.curve_until,
-        jit_compile={"auto": "auto", "on": True, "off": False}[args.jit_compile],
-        protocol=_protocol(args),
-        precision=args.precision,
-    )
+    run = run_config_of(args)
     run.check(flags=True)  # bad arguments fail before Keras is loaded
     load_backend(args.debug)
     from convatt.training.trainer import train_run
 
-    train_run(run)
+    train_run(run, tensorboard=args.tensorboard)
 
 
-def _protocol(args):
-    """--protocol, then the per-item options that override it."""
+def run_config_of(args: argparse.Namespace):
+    """The `RunConfig` of `convatt train`'s parsed options (`convatt.train`'s, from the shell)."""
+    from convatt.training.api import run_config
     from convatt.training.protocol import Protocol
 
     items = {f.name: getattr(args, f.name) for f in Protocol.items()}
-    return Protocol.named(args.protocol).with_overrides(**items)
+    options = ("seed", "embeddings", "embeddings_limit", "epochs", "limit", "mask_padding", "curve_every")
+    options += ("curve_until", "jit_compile", "precision", "protocol")
+    return run_config(
+        preset=args.preset,
+        variant=args.variant,
+        out=args.out,
+        data=args.data,
+        **{name: getattr(args, name) for name in options},
+        **items,
+    )
 
 
 def _add_protocol_options(p: argparse.ArgumentParser) -> None:
@@ -103,5 +93,10 @@ def add_command(sub) -> None:
         "AVX512-BF16 and on GPUs); weights and the optimizer stay float32",
     )
     p.add_argument("--out", required=True, help="run directory")
+    p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="write TensorBoard logs to DIR: loss, train and dev accuracy per epoch, the dev curve",
+    )
     _add_protocol_options(p)
     p.set_defaults(func=cmd_train)

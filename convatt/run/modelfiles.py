@@ -38,6 +38,21 @@ def load_keras_model(path: Path, remedy: str):
         raise ConvattError(f"damaged: Keras cannot load this model ({_first_line(e)}); {remedy}", path) from e
 
 
+def check_keras_file(path: Path, remedy: str) -> None:
+    """Check every member of a `.keras` archive against its CRC (a truncated or overwritten
+    file fails), without building the model: cheap enough to run after every write."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConvattError(f"model file not found; {remedy}", path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise ConvattError(f"damaged: not a complete Keras model archive ({_first_line(e)}); {remedy}", path) from None
+    if bad is not None:
+        raise ConvattError(f"damaged: {bad} in this Keras model archive fails its checksum; {remedy}", path)
+
+
 def check_weights_file(path: Path, remedy: str) -> None:
     """Read every array of an HDF5 weights file, so that damage shows now, not when it is loaded."""
     import h5py

@@ -41,6 +41,7 @@ RESULT_FILE = "result.json"  # written last: its presence means the run is compl
 CHECKPOINT_DIR = "checkpoint"  # while training: the last finished epoch, to resume from
 STATE_FILE = "state.json"  # in CHECKPOINT_DIR, written last of an epoch's checkpoint
 LOCK_FILE = ".lock"  # held while a trainer writes the directory
+TENSORBOARD_DIR = "tensorboard"  # `make TENSORBOARD=1`: the run's TensorBoard logs
 LOG_FILE = "train.log"  # what the Makefile and Slurm jobs write the trainer's output to
 
 HISTORY_COLUMNS = ["epoch", "loss", "train_accuracy", "dev_accuracy", "dev_batch_mean_accuracy", "seconds"]
@@ -51,13 +52,14 @@ TRAINED_RUN_FILES = (CONFIG_FILE, VOCAB_FILE, MODEL_FILE)
 RUN_FILES = frozenset(
     {CONFIG_FILE, VOCAB_FILE, HISTORY_FILE, CURVE_FILE, MODEL_FILE, RESULT_FILE, CHECKPOINT_DIR, LOCK_FILE}
     | {"test_sentences.csv", "dev_sentences.csv"}  # SENTENCE_SCORES_FILE, DEV_SENTENCE_SCORES_FILE below
+    | {TENSORBOARD_DIR}
 )
 """Everything `convatt train` writes at a run directory's top level."""
 NEW_RUN_FILES = frozenset({LOCK_FILE, CONFIG_FILE})
 """What a run directory may hold before its config.json is written (a stale lock, a killed write)."""
 LAUNCHER_FILE = re.compile(re.escape(LOG_FILE) + r"|slurm-[\w.-]*\.(out|err)")
 """Files the Makefile and Slurm write into a run directory before `convatt train` starts."""
-CHECKPOINT_FILE = re.compile(re.escape(STATE_FILE) + r"|epoch-\d+\.keras|best-\d+\.weights\.h5")
+CHECKPOINT_FILE = re.compile(r"state(-\d+)?\.json|epoch-\d+\.keras|best-\d+\.weights\.h5")
 """What `convatt train` writes into CHECKPOINT_DIR."""
 
 

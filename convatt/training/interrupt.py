@@ -21,6 +21,10 @@ def clear() -> None:
     _requested.clear()
 
 
+def requested() -> bool:
+    return _requested.is_set()
+
+
 def check() -> None:
     """Raise KeyboardInterrupt if a stop was requested."""
     if _requested.is_set():

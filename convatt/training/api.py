@@ -1,0 +1,99 @@
+"""`convatt.train(...)`: train one run from Python, as `convatt train` does from the shell."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from convatt.errors import ConvattError
+from convatt.run.schema import RunConfig, RunResult
+
+_DEFAULTS = {name: field.default for name, field in RunConfig.__dataclass_fields__.items()}
+JIT = {"auto": "auto", "on": True, "off": False, True: True, False: False}
+
+
+def _absolute(path: str | Path | None) -> str | None:
+    return None if path is None else str(Path(path).expanduser().resolve())
+
+
+def run_config(
+    *,
+    preset: str,
+    variant: str,
+    out: str | Path,
+    seed: int = 1,
+    data: str | Path | None = None,
+    embeddings: str | Path | None = None,
+    embeddings_limit: int | None = _DEFAULTS["embeddings_limit"],
+    epochs: int = _DEFAULTS["epochs"],
+    limit: int | None = None,
+    mask_padding: bool = False,
+    curve_every: int = _DEFAULTS["curve_every"],
+    curve_until: int = _DEFAULTS["curve_until"],
+    jit_compile: bool | str = "auto",
+    precision: str = _DEFAULTS["precision"],
+    protocol: str = "original",
+    **protocol_items: str | None,
+) -> RunConfig:
+    """The `RunConfig` of `convatt train`'s options (the keyword arguments of `train`), not yet
+    checked (`RunConfig.check`)."""
+    from convatt.data.formats import data_format
+    from convatt.training.protocol import Protocol
+
+    items = {f.name for f in Protocol.items()}
+    unknown = sorted(set(protocol_items) - items)
+    if unknown:
+        raise ConvattError(f"unknown option(s) {', '.join(unknown)}; protocol items are {', '.join(sorted(items))}")
+    if jit_compile not in JIT:
+        raise ConvattError(f"jit_compile must be 'auto', 'on', 'off', True or False, not {jit_compile!r}")
+    run = RunConfig(
+        preset=preset,
+        variant=variant,
+        seed=seed,
+        data=_absolute(data or data_format(preset).default_data),
+        out=str(out),
+        embeddings=_absolute(embeddings),
+        embeddings_limit=embeddings_limit or None,
+        epochs=epochs,
+        limit=limit,
+        mask_padding=mask_padding,
+        curve_every=curve_every,
+        curve_until=curve_until,
+        jit_compile=JIT[jit_compile],
+        protocol=Protocol.named(protocol).with_overrides(**protocol_items),
+        precision=precision,
+    )
+    return run
+
+
+def train(
+    *,
+    callbacks: Sequence = (),
+    tensorboard: str | Path | None = None,
+    log: Callable[[str], None] = print,
+    **options,
+) -> RunResult:
+    """Train (or resume, or read back if finished) one run, as `convatt train`; return its result.
+
+    Keyword arguments are `convatt train`'s options with underscores: `preset=` ("ptb" or
+    "ud"), `variant=` (e.g. "san-pe-add-temp"; `convatt params` lists them), `out=` (the run
+    directory), and optionally `seed=`, `data=`, `embeddings=`, `embeddings_limit=`, `epochs=`,
+    `limit=`, `mask_padding=`, `curve_every=`, `curve_until=`, `jit_compile=` ("auto", "on",
+    "off"), `precision=`, `protocol=` ("original" or "keras3") and its items (`optimizer=`,
+    `loss=`, ...; see `convatt train --help`).
+
+    callbacks:   Keras callbacks, called after the run's own (early stopping, checkpoints, ...)
+                 with `fit`'s logs: loss, sparse_categorical_accuracy, and at each epoch's end
+                 val_sparse_categorical_accuracy (dev) and val_batch_mean_accuracy. A resumed
+                 run calls them from the epoch it resumes at.
+    tensorboard: a directory for TensorBoard logs (`convatt train --tensorboard DIR`).
+    log:         where the run's lines go (default: printed).
+
+    Returns the run's `RunResult` (result.json): dev and test accuracies, epochs, ...
+    Bad options or data raise `convatt.errors.ConvattError`.
+    """
+    from convatt.training.trainer import train_result
+
+    run = run_config(**options)
+    run.check()  # bad options fail before Keras is loaded
+    return train_result(run, log, list(callbacks), tensorboard)

@@ -1,0 +1,75 @@
+"""One damaged file costs one epoch, not the run: the previous good epoch's checkpoint is
+kept until the next is written and verified; a finished run's model is checked before
+"nothing to do". Real tiny runs, stopped as by a signal after epoch 2 of 3."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import tiny_options
+
+from convatt.errors import ConvattError
+from convatt.training import interrupt
+from convatt.training.trainer import train_run
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory) -> Path:
+    """A 3-epoch run stopped in epoch 3: its checkpoint is epoch 2, epoch 1's kept."""
+    run = tmp_path_factory.mktemp("stopped") / "run"
+
+    def stop_in_epoch_3(line):
+        if line.startswith("epoch 3/3  batch 1/"):
+            interrupt.request_stop()
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_run(tiny_options(run, epochs=3), log=stop_in_epoch_3)
+    finally:
+        interrupt.clear()
+    return run
+
+
+@pytest.fixture
+def run_copy(stopped, tmp_path) -> Path:
+    shutil.copytree(stopped, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def test_the_previous_epochs_checkpoint_is_kept(stopped):
+    ckpt = stopped / "checkpoint"
+    names = {p.name for p in ckpt.iterdir()}
+    assert {"state.json", "epoch-2.keras", "state-1.json", "epoch-1.keras"} <= names
+    assert not any(name.startswith(".tmp-") for name in names)
+    latest, previous = (json.loads((ckpt / n).read_text()) for n in ("state.json", "state-1.json"))
+    assert (latest["epoch"], previous["epoch"]) == (2, 1)
+    for state in (latest, previous):  # each one's best weights are there
+        assert f"best-{state['best_epoch']}.weights.h5" in names
+
+
+@pytest.mark.parametrize("damaged", ["epoch-2.keras", "state.json"])
+def test_a_damaged_last_checkpoint_resumes_from_the_previous_one(run_copy, damaged):
+    truncate(run_copy / "checkpoint" / damaged)
+    lines = []
+    result = train_run(tiny_options(run_copy, epochs=3), log=lines.append)
+    note = next(line for line in lines if "previous good checkpoint" in line)
+    assert damaged in note and "state-1.json" in note
+    assert any(line.startswith("resuming from epoch 1") for line in lines)
+    assert result["epochs_run"] == 3 and list(pd.read_csv(run_copy / "history.csv")["epoch"]) == [1, 2, 3]
+    assert not (run_copy / "checkpoint").exists()
+
+    truncate(run_copy / "model.keras")  # finished, then its model damaged: not "nothing to do"
+    lines.clear()
+    with pytest.raises(ConvattError) as e:
+        train_run(tiny_options(run_copy, epochs=3), log=lines.append)
+    assert e.value.path.endswith("model.keras") and "not a complete Keras model archive" in str(e.value)
+    assert f"delete {run_copy / 'result.json'} and {run_copy / 'model.keras'}" in str(e.value)
+    assert "from epoch 1" in str(e.value) and not any("nothing to do" in line for line in lines)
