@@ -16,6 +16,7 @@
 #   make status         how many runs of each grid are finished (and queued/running on Slurm),
 #                       each unfinished run's epoch and best dev accuracy so far
 #   make test           the test suite (TensorFlow, then the layer tests again on JAX)
+#   make lint           ruff check and format check; make format applies them
 #   make venv           the virtual environment .venv (everything else builds it first)
 #
 # Every run is a file target, RUNS/ptb/<variant>/seed<S>/result.json or
@@ -29,59 +30,69 @@
 # array, one task per run running the same command, and returns; run it again after a
 # preemption or a time limit (see experiments/slurm_submit.py; experiments/slurm_local.sh
 # starts a one-node Slurm on this machine for trying it).
-# The how-to is README.md ("Running the experiments"). Paths must not contain spaces.
+# The how-to is docs/experiments.md. Paths must not contain spaces.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 .DEFAULT_GOAL := help
 
 # ---- variables (set on the command line: make ptb-all SEEDS="1 2" EPOCHS=5) ----
+# `make help` lists them from the comment above each: "# meaning; e.g. EXAMPLE".
+# the Python that creates the venv; e.g. PYTHON=python3.12
 PYTHON       ?= python3
+# the virtual environment; e.g. VENV=/scratch/convatt-venv
 VENV         ?= .venv
+# the command that trains a run; e.g. CONVATT="nice -n 5 .venv/bin/convatt"
 CONVATT      ?= $(VENV)/bin/convatt
+# where the runs go, and where tables, plots and status read them; e.g. RUNS=runs-smoke
 RUNS         ?= runs
+# where `make tables plots` write; e.g. RESULTS=results-smoke
 RESULTS      ?= results
+# the PTB corpus: a directory or .tar.gz of WSJ .mrg files; e.g. PTB_DIR=/data/treebank_3/parsed/mrg/wsj
 PTB_DIR      ?= convatt/embedded/ptb-sample.tar.gz
+# the directory holding UD_<Treebank>/ folders; e.g. UD_DIR=data/ud-2.2 (after make ud-data)
 UD_DIR       ?= convatt/embedded/ud-2.2
-# where `make ud-data` writes UD 2.2 (pass it as UD_DIR to ud-all)
+# where `make ud-data` writes UD 2.2 (pass it as UD_DIR to ud-all); e.g. UD_DATA_DIR=/data/ud-2.2
 UD_DATA_DIR  ?= data/ud-2.2
-# more options for experiments/ud_data.py, e.g. "--source git" or "--sha256 HEX" (see its --help)
+# more options for experiments/ud_data.py (see its --help); e.g. UD_DATA_FLAGS="--source git"
 UD_DATA_FLAGS ?=
-# fastText vectors (the paper: wiki-news-300d-1M-subword.vec); empty: no pretrained vectors
+# fastText vectors for PTB (the paper: wiki-news-300d-1M-subword.vec), empty: none; e.g. EMBEDDINGS=/data/wiki-news-300d-1M-subword.vec
 EMBEDDINGS   ?=
+# the seeds of every grid; e.g. SEEDS="1 2"
 SEEDS        ?= 1 2 3
-# empty: the target's own list (ptb-all/ud-all: the paper's, *-positions: POSITION_VARIANTS, *-attention: ATTENTION_VARIANTS)
+# the variants, empty: the target's own list (convatt/model/variants.py); e.g. VARIANTS="san-pe-add san-pe-add-conv2d"
 VARIANTS     ?=
-# empty: the paper's 47 treebanks, those found under UD_DIR ("English-LinES" or "UD_English-LinES")
+# the treebanks, empty: the paper's 47 found under UD_DIR; e.g. TREEBANKS="English-LinES UD_German-GSD"
 TREEBANKS    ?=
-# empty: the CLI's default, 100 epochs with early stopping (patience 3)
+# maximum epochs, empty: 100 with early stopping (patience 3); e.g. EPOCHS=5
 EPOCHS       ?=
-# at most N sentences per split (smoke runs); empty: all
+# at most N sentences per split (smoke runs), empty: all; e.g. LIMIT=200
 LIMIT        ?=
-# non-empty: --mask-padding (not in the paper: pads take part in attention there)
+# non-empty: --mask-padding (not in the paper: pads take part in attention there); e.g. MASK_PADDING=1
 MASK_PADDING ?=
-# float32 (empty: the paper's), mixed_bfloat16 or mixed_float16: convatt train --precision
+# the dtype policy, empty: float32 (the paper's); e.g. PRECISION=mixed_bfloat16
 PRECISION    ?=
-# non-empty: TensorBoard logs under each run directory, RUN/tensorboard (convatt train --tensorboard)
+# non-empty: TensorBoard logs under each run directory, RUN/tensorboard; e.g. TENSORBOARD=1
 TENSORBOARD  ?=
-# more options for `convatt train`, e.g. TRAIN_FLAGS="--jit-compile off"
+# more options for `convatt train` (see convatt train --help); e.g. TRAIN_FLAGS="--protocol keras3"
 TRAIN_FLAGS  ?=
-# GPU slots, e.g. "0 1 2 3" (with -j 4); empty: no GPU assignment
+# more options for `convatt plot`; e.g. PLOT_FLAGS=--include-running (the runs still training, dashed)
+PLOT_FLAGS   ?=
+# GPU slots, one per parallel run, empty: no GPU assignment; e.g. GPUS="0 1 2 3" (with -j 4)
 GPUS         ?=
-# extras installed into the venv; "dev,gpu" adds jax[cuda12] (then run with KERAS_BACKEND=jax)
+# extras installed into the venv; e.g. EXTRAS=dev,gpu (adds jax[cuda12]; then KERAS_BACKEND=jax)
 EXTRAS       ?= dev
-# with KERAS_BACKEND=jax, the runs keep compiled programs here (JAX_COMPILATION_CACHE_DIR)
-# and reuse them in later runs of the same shapes (the seeds of a variant); empty: off
+# with KERAS_BACKEND=jax, compiled programs are kept here for later runs of the same shapes, empty: off; e.g. JAX_CACHE=
 JAX_CACHE    ?= $(abspath $(RUNS))/.jax-cache
-# pytest workers for `make test` (pytest-xdist): auto = one per CPU core; 1: no workers, one process
+# pytest workers of `make test` (auto: one per CPU core); e.g. TEST_WORKERS=1
 TEST_WORKERS ?= auto
-# parallel runs; the same as make -j JOBS
+# runs at once, the same as make -j JOBS; e.g. JOBS=2
 JOBS         ?=
-# slurm: submit the grid's unfinished runs as one Slurm job array instead of running them here
+# slurm: submit the grid's unfinished runs as one Slurm job array instead of running them here; e.g. SUBMIT=slurm
 SUBMIT       ?=
-# more sbatch options for SUBMIT=slurm, e.g. "--partition=gpu --gres=gpu:1 --time=4:00:00 --mem=16G"
+# more sbatch options with SUBMIT=slurm; e.g. SBATCH_FLAGS="--partition=gpu --gres=gpu:1 --time=4:00:00"
 SBATCH_FLAGS ?=
-# SUBMIT=slurm: at most N array tasks at once (--array=0-K%N); empty: as many as Slurm gives
+# with SUBMIT=slurm, at most N array tasks at once, empty: as many as Slurm gives; e.g. MAX_PARALLEL=4
 MAX_PARALLEL ?=
 
 ifneq ($(JOBS),)
@@ -220,7 +231,7 @@ tables: | $(VENV_STAMP)
 	$(CONVATT) tables --runs $(RUNS) --out $(RESULTS)
 
 plots: | $(VENV_STAMP)
-	$(CONVATT) plot --runs $(RUNS) --out $(RESULTS)
+	$(CONVATT) plot --runs $(RUNS) --out $(RESULTS) $(PLOT_FLAGS)
 
 # ---- the committed results: docs/results from RUNS (the paper's setting and keras3, PNGs only),
 # then the copies of their tables in README.md and docs/results.md (experiments/readme_tables.py, between
@@ -285,5 +296,12 @@ format: $(VENV_STAMP)
 	$(VENV)/bin/ruff format $(LINT_PATHS)
 
 .PHONY: help
+# the header above, then each variable of the block above with its default and an example
 help:
 	@sed -n '1,/^$$/s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
+	@echo "Variables (make TARGET NAME=value ...):"
+	@awk '/^# ---- variables/ {on = 1; next} on && /^ifneq/ {exit} \
+	  on && /^# / {note = substr($$0, 3)} \
+	  on && /\?=/ {name = $$1; value = $$0; sub(/^[^?]*\?= */, "", value); \
+	    printf "  %-14s default: %s\n  %-14s %s\n", name, (value == "" ? "(empty)" : value), "", note; note = ""}' \
+	  $(firstword $(MAKEFILE_LIST)) | grep -v '^  *make help lists'

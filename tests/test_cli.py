@@ -145,3 +145,21 @@ def test_backend_start_up_noise_is_hidden_unless_debug():
     assert "Table 1c" in quiet.stdout and "oneDNN" not in quiet.stderr and "absl" not in quiet.stderr
     loud = subprocess.run(cmd[:3] + ["--debug"] + cmd[3:], capture_output=True, text=True, check=True)
     assert "Table 1c" in loud.stdout
+
+
+def test_every_option_has_help_and_shows_its_default():
+    import argparse
+
+    from convatt.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for name, parser in commands.items():
+        text = parser.format_help()
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"convatt {name} {action.option_strings or action.dest}: no help text"
+            if action.option_strings and action.default not in (None, False, argparse.SUPPRESS):
+                assert "default" in (action.help or "").lower() or f"default: {action.default}" in " ".join(
+                    text.split()
+                ), f"convatt {name} {action.option_strings[0]}: its default {action.default!r} is not shown"

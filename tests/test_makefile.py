@@ -307,3 +307,15 @@ def test_ci_runs_make_test():
 def test_reference_tables_are_the_shared_ones():
     for src in (ROOT.parent / "shared" / "reference").glob("paper_*.csv"):
         assert (ROOT / "convatt" / "embedded" / "paper" / src.name).read_text() == src.read_text()
+
+
+def test_make_help_lists_every_variable_with_its_default_and_an_example(tmp_path):
+    declared = re.findall(r"^([A-Z_]+)[ \t]*\?=[ \t]*(.*)$", (ROOT / "Makefile").read_text(), re.M)
+    block = [(name, value) for name, value in declared if name != "DOCS_RESULTS"]  # the grid's variables
+    out = make("help", tmp=tmp_path, dry=False).stdout
+    listed = dict(re.findall(r"^  ([A-Z_]+) +default: (.*)$", out, re.M))
+    assert [name for name, _ in block] == list(listed), "every variable of the block, in its order"
+    for name, value in block:
+        assert listed[name] == (value.strip() or "(empty)"), name
+        note = out.split(f"  {name} ", 1)[1].splitlines()[1]
+        assert "e.g. " in note and len(note.strip()) > 20, f"{name}: {note!r}"

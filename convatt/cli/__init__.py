@@ -15,10 +15,30 @@ from convatt.errors import ConvattError
 from convatt.training import interrupt
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Each option's help ends with its default, where it has one worth saying (not None,
+    not a flag's False, not already in the text)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if default in (None, False, argparse.SUPPRESS) or "%(default)" in text or "default" in text.lower():
+            return text
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser: help with every option's default."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convatt", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for add_command in (
         params.add_command,
         train.add_command,

@@ -21,8 +21,8 @@ def cmd_bench(args) -> None:
 
 def add_command(sub) -> None:
     p = sub.add_parser("bench", help="training throughput against a straightforward port")
-    p.add_argument("--preset", default="ptb")
-    p.add_argument("--variant", default="san-pe-add")
+    p.add_argument("--preset", default="ptb", help="model sizes of this data format, on synthetic batches")
+    p.add_argument("--variant", default="san-pe-add", help="the variant timed")
     p.add_argument("--quick", action="store_true", help="a short run (under 5 minutes on 2 cores)")
     p.add_argument(
         "--precision",

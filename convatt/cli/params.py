@@ -43,9 +43,9 @@ def cmd_params(args) -> None:
 
 def add_command(sub) -> None:
     p = sub.add_parser("params", help="parameter counts of every variant (Table 1c)")
-    p.add_argument("--preset", default="ptb")
+    p.add_argument("--preset", default="ptb", help="the data format whose model sizes are counted: ptb or ud")
     p.add_argument("--data", help="corpus to take vocabulary sizes from")
-    p.add_argument("--n-words", type=int)
-    p.add_argument("--n-chars", type=int)
-    p.add_argument("--n-labels", type=int)
+    p.add_argument("--n-words", type=int, help="word vocabulary size, <PAD> and <OOV> included (PTB: 20,002)")
+    p.add_argument("--n-chars", type=int, help="character vocabulary size (PTB: 84)")
+    p.add_argument("--n-labels", type=int, help="tag vocabulary size (PTB: 47); sizes not given come from --data")
     p.set_defaults(func=cmd_params)

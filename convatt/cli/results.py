@@ -80,15 +80,15 @@ def _add_setting_option(p: argparse.ArgumentParser) -> None:
 
 def add_tables_command(sub) -> None:
     p = sub.add_parser("tables", help="Tables 2b-2d from run directories, beside the paper's")
-    p.add_argument("--runs", default="runs")
-    p.add_argument("--out", default="results")
+    p.add_argument("--runs", default="runs", help="the runs root (RUNS/ptb/..., RUNS/ud/...)")
+    p.add_argument("--out", default="results", help="where the files go (a directory)")
     _add_setting_option(p)
     p.set_defaults(func=cmd_tables)
 
 
 def add_plot_command(sub) -> None:
     p = sub.add_parser("plot", help="learning curves (Table 2a, Figure 2) as PNG and PDF")
-    p.add_argument("--runs", default="runs")
-    p.add_argument("--out", default="results")
+    p.add_argument("--runs", default="runs", help="the runs root (RUNS/ptb/..., RUNS/ud/...)")
+    p.add_argument("--out", default="results", help="where the files go (a directory)")
     _add_setting_option(p)
     p.set_defaults(func=cmd_plot)

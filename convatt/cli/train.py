@@ -54,7 +54,7 @@ def add_command(sub) -> None:
     p = sub.add_parser("train", help="train and evaluate one run (resumes an interrupted one)")
     p.add_argument("--preset", required=True, help="the data format: ptb or ud (convatt.data.formats)")
     p.add_argument("--variant", required=True, help="e.g. san-pe-add (see `convatt params`)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="seeds the weights, dropout and batch order (0 to 2**32 - 1)")
     p.add_argument(
         "--data",
         help="PTB: directory or tar archive of .mrg files; UD: one treebank directory "
@@ -84,7 +84,12 @@ def add_command(sub) -> None:
         default=option_default("curve_until"),
         help="... up to this global batch (-1: always)",
     )
-    p.add_argument("--jit-compile", choices=["auto", "on", "off"], default="auto")
+    p.add_argument(
+        "--jit-compile",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="XLA compilation; auto: on with JAX and on GPUs, off for TensorFlow on a CPU (slower there)",
+    )
     p.add_argument(
         "--precision",
         choices=precisions(),
