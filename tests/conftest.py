@@ -19,6 +19,10 @@ if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
 
     block_jax()
 
+# A progress line after every batch in the runs' logs (by default one line an epoch): the
+# kill and signal tests act on the line "epoch 2/2  batch 1/...", in the middle of an epoch.
+os.environ.setdefault("CONVATT_PROGRESS_EVERY", "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 PTB_SAMPLE = ROOT / "convatt" / "embedded" / "ptb-sample.tar.gz"
 

@@ -23,6 +23,7 @@ A stopped run (a stop request) finishes the batch and writes nothing for the par
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -128,13 +129,28 @@ class DevCurve(_RunCallback):
             self.state.curve.append({"step": step, "epoch": self.meter.epoch, **score.columns()})
 
 
-class Progress:
-    """One line per ~10% of an epoch, with the time the epoch has left."""
+PROGRESS_EVERY = "CONVATT_PROGRESS_EVERY"
+"""Environment variable: in logs, a progress line every N batches (0 or unset: none, only the
+epoch's line; on a terminal Keras' progress bar is shown instead)."""
 
-    def __init__(self, log: Log, epoch: int, epochs: int, n_batches: int):
+
+def progress_every() -> int:
+    """The batches between two progress lines in logs (`PROGRESS_EVERY`), 0: none."""
+    value = os.environ.get(PROGRESS_EVERY, "").strip()
+    if not value:
+        return 0
+    if not value.isdigit():
+        raise ConvattError(f"{PROGRESS_EVERY}={value!r}: expected a number of batches (0: only the epoch's line)")
+    return int(value)
+
+
+class Progress:
+    """A line every `every` batches of an epoch, with the time the epoch has left."""
+
+    def __init__(self, log: Log, epoch: int, epochs: int, n_batches: int, every: int = 1):
         self.log, self.epoch, self.epochs, self.n = log, epoch, epochs, n_batches
         self.start = time.perf_counter()
-        self.every = max(1, n_batches // 10)
+        self.every = max(1, every)
 
     def update(self, i: int, loss: float, acc: float) -> None:
         if i % self.every and i != self.n:
@@ -148,14 +164,15 @@ class Progress:
 
 
 class ProgressLines(keras.callbacks.Callback):
-    """`Progress` lines for logs (Slurm, make's train.log): Keras' bar would be one line an epoch."""
+    """`Progress` lines within an epoch for logs (Slurm, make's train.log), where asked for
+    (`PROGRESS_EVERY`); without them a log has one line an epoch."""
 
-    def __init__(self, log: Log, epochs: int, n_batches: int):
+    def __init__(self, log: Log, epochs: int, n_batches: int, every: int):
         super().__init__()
-        self.log, self.epochs, self.n = log, epochs, n_batches
+        self.log, self.epochs, self.n, self.every = log, epochs, n_batches, every
 
     def on_epoch_begin(self, epoch, logs=None):
-        self.progress = Progress(self.log, epoch + 1, self.epochs, self.n)
+        self.progress = Progress(self.log, epoch + 1, self.epochs, self.n, self.every)
 
     def on_train_batch_end(self, batch, logs=None):
         self.progress.update(batch + 1, logs["loss"], logs[ACCURACY])
@@ -246,7 +263,8 @@ class EpochSummary(_RunCallback):
         row = self.state.history[-1]
         best = " (best)" if self.state.best_epoch == row["epoch"] else ""
         self.log(
-            f"epoch {row['epoch']}: dev accuracy {100 * row['dev_accuracy']:.2f}% "
+            f"epoch {row['epoch']}: loss {row['loss']:.4f}  train acc {100 * row['train_accuracy']:.2f}%  "
+            f"dev accuracy {100 * row['dev_accuracy']:.2f}% "
             f"(batch mean {100 * row['dev_batch_mean_accuracy']:.2f}%){best}  {row['seconds']:.1f} s"
         )
 

@@ -349,7 +349,8 @@ class Trainer:
         judge = cb.EarlyStopping(state, stop, run, evaluation, log)
         judge.checkpoints = self.checkpoints
         progress = [keras.callbacks.ProgbarLogger()] if self._terminal() else []
-        lines = [] if self._terminal() else [cb.ProgressLines(log, run.epochs, batches.n_batches)]
+        every = 0 if self._terminal() else cb.progress_every()
+        lines = [cb.ProgressLines(log, run.epochs, batches.n_batches, every)] if every else []
         board = cb.tensorboard(state, stop, Path(self.tensorboard)) if self.tensorboard else []
         callbacks = [
             meter,
