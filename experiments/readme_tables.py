@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKED_PAGES = ("README.md", "docs/results.md")
+MARKED_PAGES = ("README.md", "docs/results.md", "docs/results-before-fix.md")
 """The pages that hold `<!-- table: ... -->` markers."""
 BLOCK = re.compile(r"(<!-- table: (?P<source>[^\n]+?) -->\n)(?P<body>.*?)(<!-- end table -->)", re.S)
 
