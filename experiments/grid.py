@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-VARIANTS_PY = ROOT / "convatt" / "variants.py"
+VARIANTS_PY = ROOT / "convatt" / "model" / "variants.py"
 TABLE_2D = ROOT / "convatt" / "embedded" / "paper" / "paper_table2d_ud_per_treebank.csv"
 LISTS = {
     "paper": "PAPER_VARIANTS",
