@@ -16,7 +16,8 @@ def cmd_tables(args) -> None:
 def cmd_plot(args) -> None:
     from convatt.results.plots import write_plots
 
-    _report(_warning_runs(write_plots, Path(args.runs), Path(args.out), "minmax", args.settings))
+    written = _warning_runs(write_plots, Path(args.runs), Path(args.out), "minmax", args.settings, args.include_running)
+    _report(written)
 
 
 def _warning_runs(write, *args):
@@ -68,4 +69,10 @@ def add_plot_command(sub) -> None:
     p.add_argument("--runs", default="runs")
     p.add_argument("--out", default="results")
     _add_setting_option(p)
+    p.add_argument(
+        "--include-running",
+        action="store_true",
+        help="also draw the runs still training (config.json and history.csv, no result.json yet): "
+        "dashed, marked (running) in the legend",
+    )
     p.set_defaults(func=cmd_plot)
