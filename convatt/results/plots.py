@@ -209,7 +209,7 @@ def _figure(n: int = 1, ncols: int = 1, width: float = 6.4, height: float = 4.4)
     FigureCanvasAgg(fig)
     axes = list(fig.subplots(nrows, ncols, squeeze=False).flat)
     for ax in axes[n:]:
-        ax.set_visible(False)
+        ax.remove()
     return fig, axes[:n]
 
 
