@@ -105,13 +105,14 @@ def aggregate(frame: pd.DataFrame, x: str, y: str = "dev_accuracy", band: str = 
 def _draw(ax: Axes, agg: pd.DataFrame, x: str) -> None:
     """Per series: the mean where every run reached (solid, gid "mean") with its band, then on,
     thin and faded, where only some runs did (gid "partial")."""
+    few = agg[x].nunique() < 12  # points marked on every line of the panel, or on none
     keys = agg[["series", "variant", "setting", "running"]].drop_duplicates()
     keys = sorted(keys.itertuples(index=False), key=lambda k: (*model_order((k.setting, k.variant)), k.series))
     for key in keys:
         rows = agg[agg["series"] == key.series]
         whole = rows[rows["complete"]]
         color, dashes = style.color(key.variant), style.line_style(key.setting, bool(key.running))
-        marker = dict(marker="o", markersize=3) if len(rows) < 12 and not key.running else {}
+        marker = dict(marker="o", markersize=3) if few and not key.running else {}
         ax.plot(whole[x], whole["mean"], dashes, color=color, label=key.series, lw=1.6, gid="mean", **marker)
         ax.fill_between(whole[x], whole["lo"], whole["hi"], color=color, alpha=0.15, linewidth=0)
         tail = rows[rows[x] >= (whole[x].max() if not whole.empty else -math.inf)]
