@@ -274,15 +274,8 @@ def plot_steps(
     if frame.empty:
         _empty(ax, missing or f"no finished {name} runs", name)
     else:
-        _panel(
-            ax,
-            frame,
-            preset,
-            "step",
-            band,
-            "training batches",
-            _panels(frame, "ud")[0].title if preset == "ud" else ", ".join(sorted(frame["corpus"].unique())),
-        )
+        title = _panels(frame, "ud")[0].title if preset == "ud" else ", ".join(sorted(frame["corpus"].unique()))
+        _panel(ax, frame, preset, "step", band, "training batches", title)
     return ax.figure
 
 
