@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 from matplotlib.figure import Figure
 from synthetic_runs import write_run
 
@@ -67,7 +68,7 @@ def test_table2a_has_one_line_per_variant_with_the_mean_over_seeds(tiny_runs):
     assert ax.get_xlabel() == "epoch" and "dev accuracy" in ax.get_ylabel()
 
 
-def test_band_is_min_max_or_std_over_seeds(tiny_runs):
+def test_band_is_min_max_std_or_t_interval_over_seeds(tiny_runs):
     histories = run_table.load_histories(tiny_runs)
     part = histories[histories["variant"] == "san-pe-add"]
     per_seed = seed_values(tiny_runs, "san-pe-add", "history.csv", "epoch")
@@ -76,6 +77,10 @@ def test_band_is_min_max_or_std_over_seeds(tiny_runs):
     np.testing.assert_allclose(minmax["hi"], per_seed.max(axis=1))
     std = plots.aggregate(part, "epoch", band="std").set_index("epoch")
     np.testing.assert_allclose(std["hi"] - std["mean"], np.std(per_seed.to_numpy(), axis=1))
+    ci = plots.aggregate(part, "epoch", band="ci").set_index("epoch")
+    for epoch, values in per_seed.iterrows():  # two seeds: the 95% t-interval of their mean
+        lo, hi = scipy.stats.t.interval(0.95, len(values) - 1, loc=values.mean(), scale=scipy.stats.sem(values))
+        np.testing.assert_allclose([ci.loc[epoch, "lo"], ci.loc[epoch, "hi"]], [lo, hi])
     with pytest.raises(Exception, match="unknown band"):
         plots.aggregate(part, "epoch", band="iqr")
 

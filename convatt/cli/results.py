@@ -16,7 +16,7 @@ def cmd_tables(args) -> None:
 def cmd_plot(args) -> None:
     from convatt.results.plots import write_plots
 
-    written = _warning_runs(write_plots, Path(args.runs), Path(args.out), "minmax", args.settings, args.include_running)
+    written = _warning_runs(write_plots, Path(args.runs), Path(args.out), args.band, args.settings, args.include_running)
     _report(written)
 
 
@@ -69,6 +69,12 @@ def add_plot_command(sub) -> None:
     p.add_argument("--runs", default="runs")
     p.add_argument("--out", default="results")
     _add_setting_option(p)
+    p.add_argument(
+        "--band",
+        choices=("minmax", "std", "ci"),
+        default="minmax",
+        help="the band around each mean: min to max over seeds, ± their std, or the 95%% t-interval of the mean",
+    )
     p.add_argument(
         "--include-running",
         action="store_true",

@@ -1,8 +1,8 @@
 """Learning curves: Table 2a (dev accuracy per epoch) and Figure 2 (every 100 batches).
 
 One line per model (variant, marked with its setting, e.g. [mask] when pads were
-masked): the mean over seeds, with a band over seeds (min to max by default, or
-mean ± std). For UD the curves are first taken per treebank, then averaged over
+masked): the mean over seeds, with a band over seeds (min to max by default, mean ± std,
+or "ci": the 95% t-interval of the mean over seeds). For UD the curves are first taken per treebank, then averaged over
 treebanks ("for UD we report the average across languages"), the band too.
 
 Each line goes as far as its runs go. Where every seed (and, for UD means, every
@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.stats
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -54,7 +55,8 @@ from convatt.results.style import COLORS  # noqa: F401 (the palette, where it us
 from convatt.results.tables import Written
 from convatt.run.storage import write_atomically
 
-BANDS = ("minmax", "std")
+BANDS = ("minmax", "std", "ci")
+CONFIDENCE = 0.95
 PRESET_NAMES = {"ptb": "PTB", "ud": "UD"}
 AGG_COLUMNS = ["series", "variant", "setting", "running", "mean", "lo", "hi", "n_runs", "n_corpora", "complete"]
 
@@ -70,11 +72,21 @@ def _series(frame: pd.DataFrame) -> pd.Series:
     return series.where(~running, series + style.RUNNING)
 
 
+def t_halfwidth(values) -> float:
+    """Half the width of the 95% t-interval of the mean of `values` (NaN below two). A local
+    stand-in until `convatt.results.stats` has one."""
+    a = np.asarray(values, dtype=float)
+    if a.size < 2:
+        return math.nan
+    return float(scipy.stats.t.ppf(0.5 + CONFIDENCE / 2, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size))
+
+
 def aggregate(frame: pd.DataFrame, x: str, y: str = "dev_accuracy", band: str = "minmax") -> pd.DataFrame:
     """Curves of one preset -> per (series, x): mean, lo, hi in percent, n_runs, n_corpora, complete.
 
     Per corpus and x: mean over the seeds that reached x, band lo/hi = min/max over them
-    ("minmax") or mean ∓ std (ddof=0, "std"). Then, per series and x, the mean over the
+    ("minmax"), mean ∓ std (ddof=0, "std") or mean ∓ the 95% t-interval's half width ("ci",
+    NaN below two seeds). Then, per series and x, the mean over the
     corpora that reached x of mean, lo and hi. `complete`: every run of the series reached x.
     """
     if band not in BANDS:
@@ -86,12 +98,19 @@ def aggregate(frame: pd.DataFrame, x: str, y: str = "dev_accuracy", band: str = 
     keys = ["series", "variant", "setting", "running"]
     per_corpus = (
         frame.groupby([*keys, "corpus", x])["value"]
-        .agg(mean="mean", lo="min", hi="max", std=lambda v: float(np.std(v, ddof=0)), n_runs="size")
+        .agg(
+            mean="mean",
+            lo="min",
+            hi="max",
+            std=lambda v: float(np.std(v, ddof=0)),
+            ci=t_halfwidth,
+            n_runs="size",
+        )
         .reset_index()
     )
-    if band == "std":
-        per_corpus["lo"] = per_corpus["mean"] - per_corpus["std"]
-        per_corpus["hi"] = per_corpus["mean"] + per_corpus["std"]
+    if band in ("std", "ci"):
+        per_corpus["lo"] = per_corpus["mean"] - per_corpus[band]
+        per_corpus["hi"] = per_corpus["mean"] + per_corpus[band]
     out = (
         per_corpus.groupby([*keys, x])
         .agg(mean=("mean", "mean"), lo=("lo", "mean"), hi=("hi", "mean"), n_runs=("n_runs", "sum"))
@@ -215,7 +234,11 @@ def _figure(n: int = 1, ncols: int = 1, width: float = 6.4, height: float = 4.4)
 
 
 def _band_text(band: str) -> str:
-    return "band: min-max over seeds" if band == "minmax" else "band: ± std over seeds"
+    return {
+        "minmax": "band: min-max over seeds",
+        "std": "band: ± std over seeds",
+        "ci": f"band: {CONFIDENCE:.0%} t-interval of the mean over seeds",
+    }[band]
 
 
 def grouped(frame: pd.DataFrame, preset: str, x: str, band: str, what: str, missing: str = "") -> Figure:
