@@ -16,8 +16,8 @@ def cmd_tables(args) -> None:
 def cmd_plot(args) -> None:
     from convatt.results.plots import write_plots
 
-    written = _warning_runs(write_plots, Path(args.runs), Path(args.out), args.band, args.settings, args.include_running)
-    _report(written)
+    runs, out = Path(args.runs), Path(args.out)
+    _report(_warning_runs(write_plots, runs, out, args.band, args.settings, args.include_running))
 
 
 def _warning_runs(write, *args):
