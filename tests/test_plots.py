@@ -79,7 +79,9 @@ def test_band_is_min_max_std_or_t_interval_over_seeds(tiny_runs):
     np.testing.assert_allclose(std["hi"] - std["mean"], np.std(per_seed.to_numpy(), axis=1))
     ci = plots.aggregate(part, "epoch", band="ci").set_index("epoch")
     for epoch, values in per_seed.iterrows():  # two seeds: the 95% t-interval of their mean
-        lo, hi = scipy.stats.t.interval(0.95, len(values) - 1, loc=values.mean(), scale=scipy.stats.sem(values))
+        lo, hi = scipy.stats.t.interval(
+            0.95, len(values) - 1, loc=values.mean(), scale=values.std(ddof=1) / np.sqrt(len(values))
+        )
         np.testing.assert_allclose([ci.loc[epoch, "lo"], ci.loc[epoch, "hi"]], [lo, hi])
     with pytest.raises(Exception, match="unknown band"):
         plots.aggregate(part, "epoch", band="iqr")
