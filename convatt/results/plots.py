@@ -150,8 +150,8 @@ def _paper_accuracy(preset: str, label: str, treebanks: list[str]) -> float:
 
 
 def _paper_marks(ax: Axes, frame: pd.DataFrame, preset: str, legend: bool = True) -> None:
-    """A triangle at the right edge, in the variant's colour, at the paper's final test accuracy."""
-    right = ax.get_xlim()[1]
+    """A triangle at the right edge, after every line, in the variant's colour, at the paper's final test accuracy."""
+    left, right = ax.get_xlim()
     treebanks = sorted(frame["treebank"].dropna().unique()) if preset == "ud" else []
     marked = False
     for variant in sorted(frame["variant"].unique(), key=lambda v: model_order(("", v))):
@@ -159,13 +159,14 @@ def _paper_marks(ax: Axes, frame: pd.DataFrame, preset: str, legend: bool = True
         if not math.isnan(accuracy):
             ax.plot([right], [accuracy], color=style.color(variant), gid="paper", label="_paper", **style.PAPER_MARK)
             marked = True
-    ax.set_xlim(right=right)
+    ax.set_xlim(left, right + 0.03 * (right - left))  # room for the marks inside the panel
     if not legend:
         return
-    ax.add_artist(ax.legend(fontsize="x-small", loc="lower right"))
-    if marked:
-        proxy = Line2D([], [], color="grey", **{**style.PAPER_MARK, "clip_on": True})
-        ax.legend([proxy], ["paper: final test accuracy"], fontsize="x-small", loc="upper left", framealpha=0.6)
+    handles, labels = ax.get_legend_handles_labels()
+    if marked:  # one legend, placed where it hides the least
+        handles.append(Line2D([], [], color="grey", **{**style.PAPER_MARK, "clip_on": True}))
+        labels.append("paper: final test accuracy")
+    ax.legend(handles, labels, fontsize="x-small", loc="best", framealpha=0.7)
 
 
 @dataclass
