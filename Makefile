@@ -215,8 +215,9 @@ ud-data:
 tables: | $(VENV_STAMP)
 	$(CONVATT) tables --runs $(RUNS) --out $(RESULTS)
 
+PLOT_FLAGS ?=  # e.g. --include-running: also the runs still training, dashed
 plots: | $(VENV_STAMP)
-	$(CONVATT) plot --runs $(RUNS) --out $(RESULTS)
+	$(CONVATT) plot --runs $(RUNS) --out $(RESULTS) $(PLOT_FLAGS)
 
 # ---- the committed results: docs/results from RUNS (the paper's setting and keras3, PNGs only),
 # then the README's copies of their tables (experiments/readme_tables.py, between
