@@ -96,3 +96,23 @@ def test_sentence_choice(runs):
         inspection.chosen_sentence(runs["san-p-r"], None, 64, notes.append)
     assert len(inspection.chosen_sentence(trained, " ".join(["w"] * 70), 0, notes.append)) == 60
     assert "show its first 60" in notes[-1]
+
+
+def test_entropy_figure_has_a_panel_per_layer_with_every_stage_as_points(runs, tmp_path):
+    import pandas as pd
+
+    from convatt.trained import inspection_figures
+
+    inspection.inspect_run(runs["san-pe-add-conv"].path, tmp_path, dev_index=3, log=lambda s: None)
+    stats = pd.read_csv(tmp_path / "attention_statistics.csv")
+    assert set(stats["stage"]) == {"softmax", "after_conv"}
+    fig = inspection_figures.entropy_by_layer(stats, "SAN+PE[add]+Conv")
+    assert [ax.get_title() for ax in fig.axes] == [f"layer {i}" for i in range(1, 5)]
+    for ax, (_, part) in zip(fig.axes, stats.groupby("layer")):
+        points = {line.get_label(): line for line in ax.get_lines() if line.get_label() != "uniform"}
+        assert set(points) == {"softmax", "after the convolution"}
+        for stage, name in (("softmax", "softmax"), ("after_conv", "after the convolution")):
+            rows = part[part["stage"] == stage].sort_values("head")
+            assert points[name].get_linestyle() == "None"  # heads as points, never joined
+            np.testing.assert_allclose(points[name].get_ydata(), rows["mean_entropy"])
+            np.testing.assert_array_equal(np.round(points[name].get_xdata()), rows["head"])

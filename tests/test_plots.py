@@ -9,11 +9,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 from matplotlib.figure import Figure
+from synthetic_runs import write_run
 
-from convatt.model.variants import VARIANTS
+from convatt.model.variants import PAPER_VARIANTS, VARIANTS
 from convatt.results import frames as run_table
-from convatt.results import plots
+from convatt.results import plots, style
+
+REFERENCE = Path(__file__).resolve().parent.parent / "convatt" / "embedded" / "paper"
 
 
 # the tiny runs are smoke runs (conftest.tiny_options): their setting marks their names
@@ -24,8 +28,17 @@ def tiny_label(variant: str) -> str:
 TINY_LABELS = {tiny_label("san-pe-add"), tiny_label("san-pe-add-conv2d")}
 
 
-def lines_by_label(ax) -> dict:
-    return {line.get_label(): line for line in ax.get_lines()}
+def mean_lines(ax) -> list:
+    """The lines of means where every run reached (not the faded tails, not the paper's marks)."""
+    return [line for line in ax.get_lines() if line.get_gid() == "mean"]
+
+
+def lines_by_label(ax, gid: str = "mean") -> dict:
+    return {line.get_label(): line for line in ax.get_lines() if line.get_gid() == gid}
+
+
+def tails(ax) -> list:
+    return [line for line in ax.get_lines() if line.get_gid() == "partial"]
 
 
 def seed_values(root: Path, variant: str, csv: str, x: str) -> pd.DataFrame:
@@ -45,7 +58,7 @@ def test_table2a_has_one_line_per_variant_with_the_mean_over_seeds(tiny_runs):
     assert isinstance(fig, Figure)
     (ax,) = fig.axes
     lines = lines_by_label(ax)
-    assert set(lines) == TINY_LABELS and len(ax.get_lines()) == 2
+    assert set(lines) == TINY_LABELS and len(mean_lines(ax)) == 2 and tails(ax) == []
     assert len(ax.collections) == 2  # one band per variant
     for variant in ("san-pe-add", "san-pe-add-conv2d"):
         per_seed = seed_values(tiny_runs, variant, "history.csv", "epoch")
@@ -55,7 +68,7 @@ def test_table2a_has_one_line_per_variant_with_the_mean_over_seeds(tiny_runs):
     assert ax.get_xlabel() == "epoch" and "dev accuracy" in ax.get_ylabel()
 
 
-def test_band_is_min_max_or_std_over_seeds(tiny_runs):
+def test_band_is_min_max_std_or_t_interval_over_seeds(tiny_runs):
     histories = run_table.load_histories(tiny_runs)
     part = histories[histories["variant"] == "san-pe-add"]
     per_seed = seed_values(tiny_runs, "san-pe-add", "history.csv", "epoch")
@@ -64,6 +77,12 @@ def test_band_is_min_max_or_std_over_seeds(tiny_runs):
     np.testing.assert_allclose(minmax["hi"], per_seed.max(axis=1))
     std = plots.aggregate(part, "epoch", band="std").set_index("epoch")
     np.testing.assert_allclose(std["hi"] - std["mean"], np.std(per_seed.to_numpy(), axis=1))
+    ci = plots.aggregate(part, "epoch", band="ci").set_index("epoch")
+    for epoch, values in per_seed.iterrows():  # two seeds: the 95% t-interval of their mean
+        lo, hi = scipy.stats.t.interval(
+            0.95, len(values) - 1, loc=values.mean(), scale=values.std(ddof=1) / np.sqrt(len(values))
+        )
+        np.testing.assert_allclose([ci.loc[epoch, "lo"], ci.loc[epoch, "hi"]], [lo, hi])
     with pytest.raises(Exception, match="unknown band"):
         plots.aggregate(part, "epoch", band="iqr")
 
@@ -72,7 +91,7 @@ def test_figure2_ptb_left_ud_right(tiny_runs):
     curves = run_table.load_curves(tiny_runs)
     fig = plots.figure2(curves)
     left, right = fig.axes
-    assert set(lines_by_label(left)) == TINY_LABELS and len(left.get_lines()) == 2
+    assert set(lines_by_label(left)) == TINY_LABELS and len(mean_lines(left)) == 2
     for variant in ("san-pe-add", "san-pe-add-conv2d"):
         per_seed = seed_values(tiny_runs, variant, "curve.csv", "step")
         line = lines_by_label(left)[tiny_label(variant)]
@@ -108,10 +127,15 @@ def test_ud_curves_are_averaged_over_treebanks_at_common_steps(tiny_runs, tmp_pa
     common = full.index[:-1]
     np.testing.assert_array_equal(line.get_xdata(), common.to_numpy())
     np.testing.assert_allclose(line.get_ydata(), (full.loc[common] + full.loc[common] / 2).to_numpy() / 2)
+    # on to the last step, faded, as the mean of the treebank that has it
+    (tail,) = [t for t in tails(ax) if t.get_color() == line.get_color()]
+    np.testing.assert_array_equal(tail.get_xdata(), full.index[-2:].to_numpy())
+    np.testing.assert_allclose(tail.get_ydata()[-1], full.iloc[-1])
 
 
-def test_a_line_ends_where_its_first_seed_stopped(tiny_runs, tmp_path):
-    """Early stopping ends seeds at different epochs: the mean never changes which seeds it covers."""
+def test_a_line_is_whole_where_every_seed_is_then_goes_on_faded(tiny_runs, tmp_path):
+    """Early stopping ends seeds at different epochs: the solid mean never changes which seeds it
+    covers; beyond, a thin faded line goes on with the seeds left."""
     shutil.copytree(tiny_runs, tmp_path / "runs", ignore=shutil.ignore_patterns("model.keras"))
     seed2 = tmp_path / "runs" / "ptb" / "san-pe-add" / "seed2"
     pd.read_csv(seed2 / "history.csv").iloc[:1].to_csv(
@@ -126,6 +150,10 @@ def test_a_line_ends_where_its_first_seed_stopped(tiny_runs, tmp_path):
     np.testing.assert_array_equal(lines[tiny_label("san-pe-add")].get_xdata(), [1])
     both = seed_values(tiny_runs, "san-pe-add", "history.csv", "epoch").loc[1].mean()
     np.testing.assert_allclose(lines[tiny_label("san-pe-add")].get_ydata(), [both])
+    (tail,) = tails(fig.axes[0])
+    seed1 = seed_values(tiny_runs, "san-pe-add", "history.csv", "epoch")[1]
+    np.testing.assert_array_equal(tail.get_xdata(), [1, 2])
+    np.testing.assert_allclose(tail.get_ydata(), [both, seed1.loc[2]])
     np.testing.assert_array_equal(lines[tiny_label("san-pe-add-conv2d")].get_xdata(), [1, 2])
     assert list(fig.axes[0].get_xticks()) == [1, 2]  # whole epochs only
 
@@ -139,6 +167,8 @@ def test_write_plots_writes_valid_png_and_pdf(tiny_runs, tmp_path):
             "table2a_ptb_dev_by_epoch.pdf",
             "figure2_dev_by_step.png",
             "figure2_dev_by_step.pdf",
+            "figure2_ptb_dev_by_step.png",
+            "figure2_ptb_dev_by_step.pdf",
         ]
     )
     for path in paths:
@@ -185,3 +215,77 @@ def test_plots_can_be_limited_to_some_settings(tiny_runs, tmp_path):
     )
     assert done.returncode != 0 and "no finished run of the setting(s) 'paper'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------- grouped panels, the paper's marks, running runs
+
+
+def synthetic_grid(root: Path, variants, preset: str = "ptb", corpora=("PTB",)) -> None:
+    """Two seeds of each variant on each corpus, with rising made-up curves."""
+    for i, variant in enumerate(variants):
+        for corpus in corpora:
+            for seed in (1, 2):
+                top = 0.8 + 0.01 * i + 0.005 * seed
+                write_run(root, variant, seed, [top - 0.1, top], [top - 0.2, top - 0.1, top], preset, corpus)
+
+
+def test_ptb_is_drawn_in_panels_per_family_with_one_colour_per_variant(tmp_path):
+    synthetic_grid(tmp_path, PAPER_VARIANTS)
+    fig = plots.plot_steps(run_table.load_records(tmp_path).curves, "ptb")
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["PTB: Absolute position", "PTB: Relative position", "PTB: Attention: the paper's"]
+    drawn = [{line.get_label() for line in mean_lines(ax)} for ax in fig.axes]
+    assert drawn[0] == {"SAN", "SAN+PE[con]", "SAN+PE[add]"}
+    assert drawn[2] == {"SAN+PE[add]", "SAN+PE[add]+Temp", "SAN+PE[add]+Conv", "SAN+PE[add]+Conv2d"}
+    assert set().union(*drawn) == {VARIANTS[v].label for v in PAPER_VARIANTS}
+    for ax in fig.axes:  # the reference everywhere, in the same colour; the colours of a panel all differ
+        colours = [line.get_color() for line in mean_lines(ax)]
+        assert len(set(colours)) == len(colours)
+        assert lines_by_label(ax)["SAN+PE[add]"].get_color() == style.COLORS["san-pe-add"]
+
+
+def paper_mark(ax, variant: str) -> float | None:
+    """The height of the paper's mark of `variant` in `ax`, None if none."""
+    marks = [m for m in ax.get_lines() if m.get_gid() == "paper" and m.get_color() == style.COLORS[variant]]
+    assert len(marks) <= 1
+    return marks[0].get_ydata()[0] if marks else None
+
+
+def test_the_papers_final_test_accuracies_are_marked(tmp_path):
+    synthetic_grid(tmp_path, ["san-pe-add", "san-pe-add-conv"])
+    (ax,) = plots.plot_epochs(run_table.load_records(tmp_path).histories, "ptb").axes
+    paper_b = pd.read_csv(REFERENCE / "paper_table2b_ptb.csv").set_index("model")["all"]
+    assert len([m for m in ax.get_lines() if m.get_gid() == "paper"]) == 2
+    for variant in ("san-pe-add", "san-pe-add-conv"):
+        assert paper_mark(ax, variant) == paper_b[VARIANTS[variant].label]
+    (at,) = {m.get_xdata()[0] for m in ax.get_lines() if m.get_gid() == "paper"}
+    assert max(mean_lines(ax)[0].get_xdata()) < at < ax.get_xlim()[1]  # at the right edge, after every line
+
+
+def test_ud_has_the_mean_beside_a_panel_per_treebank(tmp_path):
+    treebanks = ("English-LinES", "Vietnamese-VTB", "Klingon-Example")
+    synthetic_grid(tmp_path, ["san-pe-add", "san-pe-add-conv"], "ud", treebanks)
+    fig = plots.plot_steps(run_table.load_records(tmp_path).curves, "ud")
+    titles = ["UD, mean over 3 treebanks", "English-LinES", "Klingon-Example", "Vietnamese-VTB"]
+    assert [ax.get_title() for ax in fig.axes] == titles
+    assert all(set(lines_by_label(ax)) == {"SAN+PE[add]", "SAN+PE[add]+Conv"} for ax in fig.axes)
+    paper_d = pd.read_csv(REFERENCE / "paper_table2d_ud_per_treebank.csv").set_index("treebank")
+    assert paper_mark(fig.axes[1], "san-pe-add") == paper_d.loc["English-LinES", "SAN+PE[add]"]
+    assert paper_mark(fig.axes[2], "san-pe-add") is None  # not in the paper
+    both = paper_d.loc[["English-LinES", "Vietnamese-VTB"], "SAN+PE[add]"].mean()
+    assert paper_mark(fig.axes[0], "san-pe-add") == pytest.approx(both)
+
+
+def test_runs_still_training_are_drawn_dashed_when_asked_for(tmp_path):
+    synthetic_grid(tmp_path / "runs", ["san-pe-add"])
+    going = write_run(tmp_path / "runs", "san-pe-add", 3, [0.5], [0.3, 0.4], corpus="PTB")
+    (going / "result.json").unlink()
+    written = plots.write_plots(tmp_path / "runs", tmp_path / "out", include_running=True)
+    assert any("1 run(s) still training" in n for n in written.notes)
+    (ax,) = plots.plot_steps(run_table.load_records(tmp_path / "runs", include_running=True).curves, "ptb").axes
+    lines = lines_by_label(ax)
+    assert lines["SAN+PE[add] (running)"].get_linestyle() == "--" and lines["SAN+PE[add]"].get_linestyle() == "-"
+    np.testing.assert_allclose(lines["SAN+PE[add] (running)"].get_ydata(), [30, 40])
+    np.testing.assert_allclose(lines["SAN+PE[add]"].get_ydata(), [60.75, 70.75, 80.75])  # never averaged together
+    (ax,) = plots.plot_steps(run_table.load_records(tmp_path / "runs").curves, "ptb").axes
+    assert set(lines_by_label(ax)) == {"SAN+PE[add]"}  # left out unless asked for

@@ -7,6 +7,7 @@ of them (run_dirs.py).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -76,3 +77,51 @@ def test_no_runs_is_an_error(tmp_path):
         tables.write_tables(tmp_path, tmp_path / "out")
     with pytest.raises(ConvattError, match="no such runs directory"):
         run_table.load_runs(tmp_path / "missing")
+
+
+# ---------------------------------------------------------------- read once; runs still training
+
+RUN_FILES = ("result.json", "config.json", "history.csv", "curve.csv")
+
+
+def test_convatt_tables_opens_each_file_of_a_run_once(tiny_runs, tmp_path, monkeypatch):
+    """One `convatt tables` reads every run once (frames.load_records) and hands the frames down."""
+    import builtins
+    import io
+    import os
+    from collections import Counter
+
+    from convatt import cli
+
+    opened, real_open = Counter(), io.open
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and Path(file).name in RUN_FILES:
+            opened[Path(file).resolve()] += 1
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", counting_open)  # Path.open, Path.read_bytes
+    monkeypatch.setattr(builtins, "open", counting_open)  # open(), pandas
+    assert cli.main(["tables", "--runs", str(tiny_runs), "--out", str(tmp_path / "out")]) == 0
+    files = [p.resolve() for name in RUN_FILES for p in tiny_runs.rglob(name)]
+    assert len(files) == 16
+    assert dict(opened) == dict.fromkeys(files, 1)
+
+
+def test_runs_still_training_are_read_only_when_asked_for(tiny_runs, tmp_path):
+    src = one_tiny_run(tiny_runs)
+    clone_run(src, tmp_path / "done", seed=5)
+    running = clone_run(src, tmp_path / "going", {"seed": 6}, seed=6)
+    (running / "result.json").unlink()
+    history = pd.read_csv(running / "history.csv").iloc[:1]  # one epoch written so far
+    history.to_csv(running / "history.csv", index=False)
+    assert list(run_table.load_records(tmp_path).runs["seed"]) == [5]
+    records = run_table.load_records(tmp_path, include_running=True)
+    runs = records.runs.set_index("seed")
+    assert list(runs["running"]) == [False, True]
+    assert runs.loc[6, "variant"] == runs.loc[5, "variant"] and runs.loc[6, "model"] == runs.loc[5, "model"]
+    assert runs.loc[6, "corpus"] == runs.loc[5, "corpus"] and math.isnan(runs.loc[6, "test_all"])
+    going = records.histories[records.histories["seed"] == 6]
+    assert list(going["epoch"]) == [1] and going["running"].all()
+    np.testing.assert_allclose(going["dev_accuracy"], history["dev_accuracy"])
+    assert len(records.curves[records.curves["seed"] == 6]) == len(pd.read_csv(running / "curve.csv"))

@@ -21,7 +21,8 @@ def cmd_plot(args) -> None:
     from convatt.results.plots import write_plots
 
     check_out_dir("--out", args.out)
-    _report(_warning_runs(write_plots, Path(args.runs), Path(args.out), "minmax", args.settings))
+    runs, out = Path(args.runs), Path(args.out)
+    _report(_warning_runs(write_plots, runs, out, args.band, args.settings, args.include_running))
 
 
 def _warning_runs(write, *args):
@@ -91,4 +92,16 @@ def add_plot_command(sub) -> None:
     p.add_argument("--runs", default="runs", help="the runs root (RUNS/ptb/..., RUNS/ud/...)")
     p.add_argument("--out", default="results", help="where the files go (a directory)")
     _add_setting_option(p)
+    p.add_argument(
+        "--band",
+        choices=("minmax", "std", "ci"),
+        default="ci",
+        help="the band around each mean: min to max over seeds, ± their std, or the 95%% t-interval of the mean",
+    )
+    p.add_argument(
+        "--include-running",
+        action="store_true",
+        help="also draw the runs still training (config.json and history.csv, no result.json yet): "
+        "dashed, marked (running) in the legend",
+    )
     p.set_defaults(func=cmd_plot)

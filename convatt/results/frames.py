@@ -6,28 +6,38 @@ scanning for result.json anywhere under a root, and described by its content,
 never by the path, so any layout works (the Makefile's is
 `ptb/<variant>/seed<S>/` and `ud/UD_<Treebank>/<variant>/seed<S>/`).
 
+    load_records(root)    every run read once: a `RunRecord` each (row, history, curve),
+                          as `RunRecords` whose .runs, .histories and .curves are the three below
     load_runs(root)       one row per finished run (accuracies as fractions)
     load_histories(root)  one row per run and epoch (history.csv)
     load_curves(root)     one row per run and curve point (curve.csv)
 
 Every file is checked (`convatt.run.reading`): a damaged run is left out of all three
 with a `RunWarning` naming the file and what is wrong, so the tables and the plots
-always cover the same runs.
+always cover the same runs. `convatt tables` and `convatt plot` read each file once
+(`load_records`) and hand the frames down.
+
+Runs still training (config.json and history.csv or curve.csv, no result.json yet) are
+left out unless asked for (`include_running=True`, `convatt plot --include-running`):
+then they have a row with `running` true, their identity from config.json, no scores,
+and the epochs and curve points written so far.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
 
 from convatt.data.formats import has_treebanks
-from convatt.data.ud import treebank_key
+from convatt.data.ud import treebank_key, treebank_name
 from convatt.errors import ConvattError
 from convatt.model.variants import VARIANTS
-from convatt.run.reading import DamagedRunError, FinishedRun, RunWarning, read_run
+from convatt.run.reading import DamagedRunError, FinishedRun, RunningRun, RunWarning, read_run, read_running
 from convatt.run.schema import RESULT_FILE
 
 METRICS = ("all", "oov", "ambiguous")
@@ -46,6 +56,7 @@ IDENTITY_COLUMNS = [
     "mask_padding",
     "setting",
     "protocol",
+    "running",
 ]
 RESULT_DETAILS = [
     "parameters",
@@ -103,6 +114,7 @@ def _row(run: FinishedRun) -> dict:
         "mask_padding": run.setting.mask_padding,
         "setting": run.setting.label(),
         "protocol": run.setting.protocol,
+        "running": False,
         "is_sample": result.is_sample,
         "corpus_note": result.corpus_note,
         "embeddings": config.embeddings if config else None,
@@ -120,6 +132,90 @@ def _row(run: FinishedRun) -> dict:
     return row
 
 
+def _running_row(run: RunningRun) -> dict:
+    """The row of a run still training: its identity from config.json, no scores yet."""
+    config = run.config
+    if config.preset == "ud":
+        corpus = treebank_name(config.data)
+    else:
+        corpus = "PTB-sample" if Path(config.data).name.startswith("ptb-sample") else "PTB"
+    label = label_of(config.variant)
+    row = dict.fromkeys(RUN_COLUMNS, math.nan)
+    row.update(
+        run_dir=str(run.run_dir),
+        preset=config.preset,
+        corpus=corpus,
+        treebank=treebank_key(corpus) if config.preset == "ud" else None,
+        variant=config.variant,
+        label=label,
+        model=model_name(label, config.setting.label()),
+        seed=config.seed,
+        mask_padding=config.setting.mask_padding,
+        setting=config.setting.label(),
+        protocol=config.setting.protocol,
+        running=True,
+        is_sample=corpus == "PTB-sample",
+        corpus_note="",
+        embeddings=config.embeddings,
+        limit=config.limit,
+        max_epochs=config.epochs,
+        curve_every=config.curve_every,
+        curve_until=config.curve_until,
+        epochs_run=len(run.history),
+    )
+    return row
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run, its files read once: its row of `load_runs`, its history and its curve."""
+
+    row: dict
+    history: pd.DataFrame
+    curve: pd.DataFrame
+
+    @classmethod
+    def finished(cls, run: FinishedRun) -> RunRecord:
+        return cls(_row(run), run.history, run.curve)
+
+    @classmethod
+    def unfinished(cls, run: RunningRun) -> RunRecord:
+        return cls(_running_row(run), run.history, run.curve)
+
+    def _with_identity(self, record: pd.DataFrame) -> pd.DataFrame:
+        return record.assign(**{k: self.row[k] for k in IDENTITY_COLUMNS})[IDENTITY_COLUMNS + list(record.columns)]
+
+
+@dataclass(frozen=True)
+class RunRecords:
+    """The runs of a root, each read once; the frames the tables and plots take, made from them."""
+
+    records: tuple[RunRecord, ...]
+
+    @cached_property
+    def runs(self) -> pd.DataFrame:
+        """One row per run (RUN_COLUMNS), as `load_runs`."""
+        return pd.DataFrame([r.row for r in self.records], columns=RUN_COLUMNS)
+
+    @cached_property
+    def histories(self) -> pd.DataFrame:
+        """One row per run and epoch, with the run's IDENTITY_COLUMNS, as `load_histories`."""
+        return _concat([r._with_identity(r.history) for r in self.records if not r.history.empty])
+
+    @cached_property
+    def curves(self) -> pd.DataFrame:
+        """One row per run and curve point, with the run's IDENTITY_COLUMNS, as `load_curves`."""
+        return _concat([r._with_identity(r.curve) for r in self.records if not r.curve.empty])
+
+    def where(self, keep) -> RunRecords:
+        """The records whose rows of `runs` `keep` (booleans, one per row) marks."""
+        return RunRecords(tuple(r for r, k in zip(self.records, list(keep)) if k))
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=IDENTITY_COLUMNS)
+
+
 def read_runs(root: Path) -> list[FinishedRun]:
     """Every finished run under `root` whose files are whole; a `RunWarning` for each other."""
     runs = []
@@ -131,13 +227,36 @@ def read_runs(root: Path) -> list[FinishedRun]:
     return runs
 
 
-def load_runs(root: Path) -> pd.DataFrame:
-    """One row per finished run under `root`: RUN_COLUMNS, accuracies as fractions.
+def find_running(root: Path) -> list[Path]:
+    """The run directories under `root` with config.json and history.csv or curve.csv but no
+    result.json: runs still training (or stopped before they finished)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(
+        p.parent
+        for p in root.rglob("config.json")
+        if not (p.parent / "result.json").exists()
+        and any((p.parent / f).exists() for f in ("history.csv", "curve.csv"))
+    )
 
-    A metric with no tokens is NaN. Two runs of the same RUN_KEY would be counted
-    twice in a mean: the first (by path) is kept, with a `RunWarning`.
-    """
-    frame = pd.DataFrame([_row(run) for run in read_runs(root)], columns=RUN_COLUMNS)
+
+def _read_running(root: Path) -> list[RunRecord]:
+    records = []
+    for run_dir in find_running(root):
+        try:
+            records.append(RunRecord.unfinished(read_running(run_dir)))
+        except DamagedRunError as e:
+            warnings.warn(f"left out a running run: {e}", RunWarning, stacklevel=3)
+    return records
+
+
+def load_records(root: Path, include_running: bool = False) -> RunRecords:
+    """Every finished run under `root` read once (`RunRecords`); runs still training too if
+    `include_running`. Two finished runs of the same RUN_KEY would be counted twice in a mean:
+    the first (by path) is kept, with a `RunWarning`."""
+    records = [RunRecord.finished(run) for run in read_runs(root)]
+    frame = pd.DataFrame([r.row for r in records], columns=RUN_COLUMNS)
     repeated = frame.duplicated(RUN_KEY, keep="first")
     if repeated.any():
         paths = ", ".join(frame.loc[repeated, "run_dir"])
@@ -147,12 +266,26 @@ def load_runs(root: Path) -> pd.DataFrame:
             RunWarning,
             stacklevel=2,
         )
-    return frame.loc[~repeated].reset_index(drop=True)
+    kept = [r for r, rep in zip(records, repeated.to_numpy()) if not rep]
+    if include_running:
+        kept += _read_running(root)
+    return RunRecords(tuple(kept))
+
+
+def load_runs(root: Path) -> pd.DataFrame:
+    """One row per finished run under `root`: RUN_COLUMNS, accuracies as fractions.
+
+    A metric with no tokens is NaN. Two runs of the same RUN_KEY would be counted
+    twice in a mean: the first (by path) is kept, with a `RunWarning`.
+    """
+    return load_records(root).runs
 
 
 def _load_records(root: Path, runs: pd.DataFrame | None, which: str) -> pd.DataFrame:
     """The `which` ("history" or "curve") of each run of `runs`, with the run's IDENTITY_COLUMNS."""
-    runs = load_runs(root) if runs is None else runs
+    if runs is None:
+        records = load_records(root)
+        return records.histories if which == "history" else records.curves
     frames = []
     for _, row in runs.iterrows():
         try:
@@ -164,16 +297,18 @@ def _load_records(root: Path, runs: pd.DataFrame | None, which: str) -> pd.DataF
             frames.append(
                 record.assign(**{k: row[k] for k in IDENTITY_COLUMNS})[IDENTITY_COLUMNS + list(record.columns)]
             )
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=IDENTITY_COLUMNS)
+    return _concat(frames)
 
 
 def load_histories(root: Path, runs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """history.csv of every finished run (or of `runs`), one row per (run, epoch), with the run's identity."""
+    """history.csv of every finished run (or of `runs`, read again), one row per (run, epoch), with the
+    run's identity. To read each run once, use `load_records(root).histories`."""
     return _load_records(root, runs, "history")
 
 
 def load_curves(root: Path, runs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """curve.csv of every finished run (or of `runs`), one row per (run, step), with the run's identity."""
+    """curve.csv of every finished run (or of `runs`, read again), one row per (run, step), with the
+    run's identity. To read each run once, use `load_records(root).curves`."""
     return _load_records(root, runs, "curve")
 
 
@@ -218,7 +353,17 @@ def only_settings(frame: pd.DataFrame, settings: list[str] | None, runs: Path | 
 def load_runs_to_report(root: Path, settings: list[str] | None = None) -> pd.DataFrame:
     """`load_runs(root)` for the tables and plots: an error when there is no finished run,
     then only the runs of `settings` (`only_settings`)."""
-    frame = load_runs(Path(root))
-    if frame.empty:
-        raise ConvattError("no finished runs (result.json) under this directory", root)
-    return only_settings(frame, settings, root)
+    return load_records_to_report(root, settings).runs
+
+
+def load_records_to_report(root: Path, settings: list[str] | None = None, include_running: bool = False) -> RunRecords:
+    """`load_records(root)` for the tables and plots: an error when there is no run (finished,
+    or running if `include_running`), then only the runs of `settings` (`only_settings`)."""
+    records = load_records(Path(root), include_running)
+    if records.runs.empty:
+        what = (
+            "runs (result.json, or config.json and history.csv)" if include_running else "finished runs (result.json)"
+        )
+        raise ConvattError(f"no {what} under this directory", root)
+    kept = only_settings(records.runs, settings, root)
+    return records.where(records.runs.index.isin(kept.index))

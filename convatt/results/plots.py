@@ -1,26 +1,44 @@
 """Learning curves: Table 2a (dev accuracy per epoch) and Figure 2 (every 100 batches).
 
 One line per model (variant, marked with its setting, e.g. [mask] when pads were
-masked): the mean over seeds, with a band over seeds (min to max by default, or
-mean ± std). For UD the curves are first taken per treebank, then averaged over
-treebanks ("for UD we report the average across languages"), the band too. Only
-the x values (epochs, steps) that every seed of every corpus of a line reached
-are drawn, so a mean never changes which runs it covers along the line: runs stop
-at different epochs (early stopping), and a line ends where its first run stopped.
-A damaged run (`convatt.run.reading`) is left out, with a warning, never drawn in part.
+masked): the mean over seeds, with a band over seeds: by default ("ci") the 95%
+t-interval of the mean over seeds (`convatt.results.stats.t_interval`; none for one
+seed), or min to max, or mean ± std. For UD the curves are first taken per treebank,
+then averaged over treebanks ("for UD we report the average across languages"), the
+band too.
+
+Each line goes as far as its runs go. Where every seed (and, for UD means, every
+treebank) of a line has a value, the line is solid with its band; beyond, where
+early stopping or a shorter treebank has left some runs behind, it goes on thin and
+faded, as the mean of the runs that are left, so the mean never silently changes
+which runs it covers. A damaged run (`convatt.run.reading`) is left out, with a
+warning, never drawn in part. Runs still training (`--include-running`) are lines
+of their own, dashed, "(running)" in the legend.
+
+Beside each line, at the right edge, a triangle marks the paper's final test
+accuracy of that variant (Table 2b; for UD Table 2d, averaged over the treebanks of
+the panel): the paper publishes no curves, only these end points (and they are test,
+not dev, accuracies).
+
+Grouped figures: PTB one panel per family of variants (`convatt.results.style`:
+position, the paper's attention, other attention), SAN+PE[add] in each for
+reference; UD the mean over treebanks, then one small panel per treebank. Colours
+and line styles come from `convatt.results.style`, the same in every figure.
 
 Figures are `matplotlib.figure.Figure`s made without pyplot (no global state, no
 display needed): `write_plots` renders them with the Agg canvas to PNG and PDF; a
 notebook shows them inline.
 
-    plot_epochs(histories, preset)   Table 2a (PTB), or its UD counterpart
-    plot_steps(curves, preset)       one panel of Figure 2
-    figure2(curves)                  Figure 2: PTB left, UD right
+    plot_epochs(histories, preset)   Table 2a: grouped panels (PTB families, UD treebanks)
+    plot_steps(curves, preset)       Figure 2 of one preset, grouped the same way
+    figure2(curves)                  Figure 2 as the paper lays it out: PTB left, UD mean right
     write_plots(root, out)           the PNG and PDF files (`make plots`)
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,189 +46,268 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
-from convatt.data.formats import FORMATS, PTB, UD, has_treebanks, preset_label
+from convatt.data.formats import PTB, UD, has_treebanks, preset_label
 from convatt.errors import ConvattError
-from convatt.model.variants import VARIANTS
-from convatt.results.frames import load_curves, load_histories, load_runs_to_report, model_order
+from convatt.results import style
+from convatt.results.frames import label_of, load_records_to_report, model_order
+from convatt.results.paper import paper_table, paper_table2d
+from convatt.results.stats import t_interval
+from convatt.results.style import COLORS  # noqa: F401 (the palette, where it used to be)
 from convatt.results.tables import Written
 from convatt.run.storage import write_atomically
 
-BANDS = ("minmax", "std")
-# One fixed colour per variant, the same in every figure (tab10, two more, then five of tab20b
-# for the attention variants beyond the paper).
-_PALETTE = [
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-    "#000000",
-    "#b8860b",
-    "#393b79",
-    "#e7ba52",
-    "#637939",
-    "#843c39",
-    "#7b4173",
-]
-COLORS = {v: _PALETTE[i % len(_PALETTE)] for i, v in enumerate(VARIANTS)}
+BANDS = ("minmax", "std", "ci")
+DEFAULT_BAND = "ci"  # the 95% confidence interval of the mean over seeds
+CONFIDENCE = 0.95
+AGG_COLUMNS = ["series", "variant", "setting", "running", "mean", "lo", "hi", "n_runs", "n_corpora", "complete"]
 
 
 def _series(frame: pd.DataFrame) -> pd.Series:
     """The line a row belongs to: its model, plus the corpus when one preset has several
-    corpora that are not averaged (PTB and the PTB sample side by side)."""
+    corpora that are not averaged (PTB and the PTB sample side by side), plus "(running)"
+    for runs still training (never averaged with finished ones)."""
+    series = frame["model"]
     if not has_treebanks(frame["preset"].iloc[0]) and frame["corpus"].nunique() > 1:
-        return frame["model"] + " (" + frame["corpus"] + ")"
-    return frame["model"]
+        series = series + " (" + frame["corpus"] + ")"
+    running = frame["running"].fillna(False).astype(bool) if "running" in frame else False
+    return series.where(~running, series + style.RUNNING)
 
 
-def aggregate(frame: pd.DataFrame, x: str, y: str = "dev_accuracy", band: str = "minmax") -> pd.DataFrame:
-    """Curves of one preset -> per (series, x): mean, lo, hi in percent, n_runs, n_corpora.
+def ci_halfwidth(values) -> float:
+    """Half the width of the 95% t-interval of the mean of `values` over seeds (NaN below two)."""
+    low, high = t_interval(values, CONFIDENCE)
+    return (high - low) / 2
 
-    Per corpus: mean over seeds, band lo/hi = min/max over seeds ("minmax") or
-    mean ∓ std (ddof=0, "std"), at the x values that all of the corpus' runs reached.
-    Then, per series, the mean over corpora of mean, lo and hi at the x values that all
-    of the series' corpora have.
+
+def aggregate(frame: pd.DataFrame, x: str, y: str = "dev_accuracy", band: str = DEFAULT_BAND) -> pd.DataFrame:
+    """Curves of one preset -> per (series, x): mean, lo, hi in percent, n_runs, n_corpora, complete.
+
+    Per corpus and x: mean over the seeds that reached x, band lo/hi = min/max over them
+    ("minmax"), mean ∓ std (ddof=0, "std") or mean ∓ the 95% t-interval's half width ("ci",
+    NaN below two seeds). Then, per series and x, the mean over the
+    corpora that reached x of mean, lo and hi. `complete`: every run of the series reached x.
     """
     if band not in BANDS:
         raise ConvattError(f"unknown band {band!r}: use one of {', '.join(BANDS)}")
-    columns = ["series", "variant", "setting", x, "mean", "lo", "hi", "n_runs", "n_corpora"]
     if frame.empty:
-        return pd.DataFrame(columns=columns)
-    frame = frame.assign(series=_series(frame), value=100 * frame[y].astype(float))
+        return pd.DataFrame(columns=AGG_COLUMNS[:4] + [x] + AGG_COLUMNS[4:])
+    running = frame["running"].fillna(False).astype(bool) if "running" in frame else False
+    frame = frame.assign(series=_series(frame), running=running, value=100 * frame[y].astype(float))
+    keys = ["series", "variant", "setting", "running"]
     per_corpus = (
-        frame.groupby(["series", "variant", "setting", "corpus", x])["value"]
-        .agg(mean="mean", lo="min", hi="max", std=lambda v: float(np.std(v, ddof=0)), n_runs="size")
-        .reset_index()
-    )
-    runs_per_corpus = frame.groupby(["series", "corpus"])["run_dir"].nunique()
-    every_run = (
-        per_corpus["n_runs"].to_numpy()
-        == runs_per_corpus.loc[list(zip(per_corpus["series"], per_corpus["corpus"]))].to_numpy()
-    )
-    per_corpus = per_corpus[every_run]
-    if band == "std":
-        per_corpus["lo"] = per_corpus["mean"] - per_corpus["std"]
-        per_corpus["hi"] = per_corpus["mean"] + per_corpus["std"]
-    n_corpora = per_corpus.groupby("series")["corpus"].transform("nunique")
-    per_x = per_corpus.groupby(["series", x])["corpus"].transform("nunique")
-    common = per_corpus[per_x == n_corpora]
-    out = (
-        common.groupby(["series", "variant", "setting", x])
+        frame.groupby([*keys, "corpus", x])["value"]
         .agg(
-            mean=("mean", "mean"),
-            lo=("lo", "mean"),
-            hi=("hi", "mean"),
-            n_runs=("n_runs", "sum"),
-            n_corpora=("corpus", "nunique"),
+            mean="mean",
+            lo="min",
+            hi="max",
+            std=lambda v: float(np.std(v, ddof=0)),
+            ci=ci_halfwidth,
+            n_runs="size",
         )
         .reset_index()
     )
-    return out[columns].sort_values(["series", x]).reset_index(drop=True)
+    if band in ("std", "ci"):
+        per_corpus["lo"] = per_corpus["mean"] - per_corpus[band]
+        per_corpus["hi"] = per_corpus["mean"] + per_corpus[band]
+    out = (
+        per_corpus.groupby([*keys, x])
+        .agg(mean=("mean", "mean"), lo=("lo", "mean"), hi=("hi", "mean"), n_runs=("n_runs", "sum"))
+        .reset_index()
+    )
+    out["n_corpora"] = per_corpus.groupby([*keys, x])["corpus"].nunique().to_numpy()
+    out["complete"] = out["n_runs"].to_numpy() == out["series"].map(frame.groupby("series")["run_dir"].nunique())
+    return out[AGG_COLUMNS[:4] + [x] + AGG_COLUMNS[4:]].sort_values(["series", x]).reset_index(drop=True)
 
 
 def _draw(ax: Axes, agg: pd.DataFrame, x: str) -> None:
-    """One line per series (mean) and its band; nothing else is drawn as a line."""
-    keys = agg[["series", "variant", "setting"]].drop_duplicates()
+    """Per series: the mean where every run reached (solid, gid "mean") with its band, then on,
+    thin and faded, where only some runs did (gid "partial")."""
+    few = agg[x].nunique() < 12  # points marked on every line of the panel, or on none
+    keys = agg[["series", "variant", "setting", "running"]].drop_duplicates()
     keys = sorted(keys.itertuples(index=False), key=lambda k: (*model_order((k.setting, k.variant)), k.series))
     for key in keys:
         rows = agg[agg["series"] == key.series]
-        color = COLORS.get(key.variant, "#555555")
-        style = "--" if key.setting else "-"
-        ax.plot(
-            rows[x],
-            rows["mean"],
-            style,
-            color=color,
-            label=key.series,
-            linewidth=1.5,
-            marker="o" if len(rows) < 12 else None,
-            markersize=3,
-        )
-        ax.fill_between(rows[x], rows["lo"], rows["hi"], color=color, alpha=0.15, linewidth=0)
+        whole = rows[rows["complete"]]
+        color, dashes = style.color(key.variant), style.line_style(key.setting, bool(key.running))
+        marker = dict(marker="o", markersize=3) if few and not key.running else {}
+        ax.plot(whole[x], whole["mean"], dashes, color=color, label=key.series, lw=1.6, gid="mean", **marker)
+        ax.fill_between(whole[x], whole["lo"], whole["hi"], color=color, alpha=0.15, linewidth=0)
+        tail = rows[rows[x] >= (whole[x].max() if not whole.empty else -math.inf)]
+        if len(tail) > 1 or whole.empty:
+            ax.plot(tail[x], tail["mean"], dashes, color=color, lw=0.9, alpha=0.45, gid="partial", label="_partial")
 
 
-def _panel(ax: Axes, frame: pd.DataFrame, preset: str, x: str, band: str, what: str, missing: str = "") -> None:
-    name = preset_label(preset)
-    frame = frame[frame["preset"] == preset] if not frame.empty else frame
-    if frame.empty:
-        ax.text(0.5, 0.5, missing or f"no finished {name} runs", ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(name)
-        ax.set_xticks([])
-        ax.set_yticks([])
+def _paper_accuracy(preset: str, label: str, treebanks: list[str]) -> float:
+    """The paper's final test accuracy of `label`: Table 2b (PTB), Table 2d's mean over `treebanks` (UD)."""
+    if not has_treebanks(preset):
+        table = paper_table("table2b_ptb").set_index("model")["all"]
+        return float(table.get(label, math.nan))
+    table = paper_table2d()
+    there = [t for t in treebanks if t in table.index]
+    return float(table.loc[there, label].mean()) if label in table.columns and there else math.nan
+
+
+def _paper_marks(ax: Axes, frame: pd.DataFrame, preset: str, legend: bool = True) -> None:
+    """A triangle at the right edge, after every line, in the variant's colour, at the paper's final test accuracy."""
+    left, right = ax.get_xlim()
+    treebanks = sorted(frame["treebank"].dropna().unique()) if has_treebanks(preset) else []
+    marked = False
+    for variant in sorted(frame["variant"].unique(), key=lambda v: model_order(("", v))):
+        accuracy = _paper_accuracy(preset, label_of(variant), treebanks)
+        if not math.isnan(accuracy):
+            ax.plot([right], [accuracy], color=style.color(variant), gid="paper", label="_paper", **style.PAPER_MARK)
+            marked = True
+    ax.set_xlim(left, right + 0.03 * (right - left))  # room for the marks inside the panel
+    if not legend:
         return
-    _draw(ax, aggregate(frame, x, band=band), x)
-    corpora = sorted(frame["corpus"].unique())
+    handles, labels = ax.get_legend_handles_labels()
+    if marked:  # one legend, placed where it hides the least
+        handles.append(Line2D([], [], color="grey", **{**style.PAPER_MARK, "clip_on": True}))
+        labels.append("paper: final test accuracy")
+    ax.legend(handles, labels, fontsize="x-small", loc="best", framealpha=0.7)
+
+
+@dataclass
+class Panel:
+    """One panel of a grouped figure: its title and the rows it draws."""
+
+    title: str
+    frame: pd.DataFrame
+
+
+def _panels(frame: pd.DataFrame, preset: str) -> list[Panel]:
+    """PTB: one panel per family of variants (`style.family_panels`); UD: the mean over treebanks,
+    then one panel per treebank (just the one when there is one)."""
+    name = preset_label(preset)
     if has_treebanks(preset):
-        title = f"{name}, mean over {len(corpora)} treebank{'s' if len(corpora) > 1 else ''}"
-    else:
-        title = ", ".join(corpora)
+        corpora = sorted(frame["corpus"].unique())
+        mean = Panel(f"UD, mean over {len(corpora)} treebank{'s' if len(corpora) > 1 else ''}", frame)
+        if len(corpora) == 1:
+            return [Panel(f"UD {corpora[0]}", frame)]
+        return [mean] + [Panel(c.replace("_", " "), frame[frame["corpus"] == c]) for c in corpora]
+    corpora = ", ".join(sorted(frame["corpus"].unique()))
+    return [
+        Panel(f"{corpora}: {title}" if title else corpora or name, frame[frame["variant"].isin(members)])
+        for title, members in style.family_panels(set(frame["variant"]))
+    ]
+
+
+def _empty(ax: Axes, text: str, title: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
     ax.set_title(title)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _panel(
+    ax: Axes, frame: pd.DataFrame, preset: str, x: str, band: str, what: str, title: str, legend: bool = True
+) -> None:
+    """One panel: the lines of `frame`, the paper's marks, labels and (if `legend`) the legends."""
+    _draw(ax, aggregate(frame, x, band=band), x)
+    if x == "epoch":
+        _whole_epochs(ax)
+    ax.set_title(title, fontsize="medium")
     ax.set_xlabel(what)
     ax.set_ylabel("dev accuracy (%)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", loc="lower right")
+    _paper_marks(ax, frame, preset, legend)
 
 
-def _figure(width: float = 6.4, ncols: int = 1) -> tuple[Figure, list[Axes]]:
-    fig = Figure(figsize=(width, 4.4), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, ncols, squeeze=False)[0]
-    return fig, list(axes)
-
-
-def _band_text(band: str) -> str:
-    return "band: min-max over seeds" if band == "minmax" else "band: ± std over seeds"
-
-
-def plot_epochs(histories: pd.DataFrame, preset: str = PTB.name, band: str = "minmax") -> Figure:
-    """Table 2a: dev accuracy after each epoch, one line per model with a band over seeds."""
-    fig, (ax,) = _figure()
-    _panel(ax, histories, preset, "epoch", band, "epoch")
+def _whole_epochs(ax: Axes) -> None:
     epochs = sorted({x for line in ax.get_lines() for x in line.get_xdata()})
     if 0 < len(epochs) <= 10:
         ax.set_xticks(epochs)  # whole epochs only, also for a single one
         ax.set_xlim(min(epochs) - 0.5, max(epochs) + 0.5)
     elif epochs:
         ax.xaxis.get_major_locator().set_params(integer=True)
+
+
+def _figure(n: int = 1, ncols: int = 1, width: float = 6.4, height: float = 4.4) -> tuple[Figure, list[Axes]]:
+    nrows = -(-n // ncols)
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = list(fig.subplots(nrows, ncols, squeeze=False).flat)
+    for ax in axes[n:]:
+        ax.remove()
+    return fig, axes[:n]
+
+
+def _band_text(band: str) -> str:
+    return {
+        "minmax": "band: min-max over seeds",
+        "std": "band: ± std over seeds",
+        "ci": f"band: {CONFIDENCE:.0%} t-interval of the mean over seeds",
+    }[band]
+
+
+def grouped(frame: pd.DataFrame, preset: str, x: str, band: str, what: str, missing: str = "") -> Figure:
+    """A figure of `_panels`: PTB families side by side (2 a row), UD treebanks 4 a row, smaller."""
+    frame = frame[frame["preset"] == preset] if not frame.empty else frame
+    if frame.empty:
+        fig, (ax,) = _figure()
+        _empty(ax, missing or f"no finished {preset_label(preset)} runs", preset_label(preset))
+        return fig
+    panels = _panels(frame, preset)
+    small = has_treebanks(preset) and len(panels) > 2
+    ncols = min(len(panels), 4 if small else 2)
+    fig, axes = _figure(len(panels), ncols, *((4.2, 3.4) if small else (6.4, 4.4)))
+    for i, (ax, panel) in enumerate(zip(axes, panels)):
+        _panel(ax, panel.frame, preset, x, band, what, panel.title, legend=not small or i == 0)
+    return fig
+
+
+def plot_epochs(histories: pd.DataFrame, preset: str = PTB.name, band: str = DEFAULT_BAND) -> Figure:
+    """Table 2a: dev accuracy after each epoch, one line per model with a band over seeds, grouped."""
+    fig = grouped(histories, preset, "epoch", band, "epoch")
     which = "Table 2a" if preset == PTB.name else "As Table 2a"
     fig.suptitle(f"{which}: development accuracy during training ({_band_text(band)})", fontsize="medium")
     return fig
 
 
+def _no_curve_text(runs: pd.DataFrame | None, preset: str) -> str:
+    """What an empty panel says when there are runs of `preset` but none with a dev curve."""
+    if runs is None or not (runs["preset"] == preset).any():
+        return ""
+    return (
+        f"no {preset_label(preset)} run has a dev curve\n(curve.csv gets a point every "
+        "--curve-every batches;\nshorter runs have none)"
+    )
+
+
 def plot_steps(
     curves: pd.DataFrame,
     preset: str = PTB.name,
-    band: str = "minmax",
+    band: str = DEFAULT_BAND,
     ax: Axes | None = None,
     runs: pd.DataFrame | None = None,
 ):
-    """One panel of Figure 2: dev accuracy every 100 training batches (the first ones).
+    """Figure 2 for one preset: dev accuracy every 100 training batches (the first ones), grouped
+    as `plot_epochs`; with `ax`, one panel of all its lines there (UD: the mean over treebanks).
 
     `runs` (`load_runs`), if given, lets an empty panel tell "no finished runs" from
     "runs too short for a dev curve"."""
-    fig = None
+    missing = _no_curve_text(runs, preset)
     if ax is None:
-        fig, (ax,) = _figure()
+        fig = grouped(curves, preset, "step", band, "training batches", missing)
+        fig.suptitle(f"Figure 2, {preset_label(preset)}: development accuracy ({_band_text(band)})")
+        return fig
+    frame = curves[curves["preset"] == preset] if not curves.empty else curves
     name = preset_label(preset)
-    missing = ""
-    if runs is not None and (runs["preset"] == preset).any():
-        missing = (
-            f"no {name} run has a dev curve\n(curve.csv gets a point every --curve-every batches;\n"
-            "shorter runs have none)"
+    if frame.empty:
+        _empty(ax, missing or f"no finished {name} runs", name)
+    else:
+        title = (
+            _panels(frame, preset)[0].title if has_treebanks(preset) else ", ".join(sorted(frame["corpus"].unique()))
         )
-    _panel(ax, curves, preset, "step", band, "training batches", missing)
-    return fig if fig is not None else ax.figure
+        _panel(ax, frame, preset, "step", band, "training batches", title)
+    return ax.figure
 
 
-def figure2(curves: pd.DataFrame, band: str = "minmax", runs: pd.DataFrame | None = None) -> Figure:
-    """Figure 2: dev accuracy during the first training steps, PTB (left) and UD (right)."""
-    fig, (left, right) = _figure(width=12, ncols=2)
+def figure2(curves: pd.DataFrame, band: str = DEFAULT_BAND, runs: pd.DataFrame | None = None) -> Figure:
+    """Figure 2 as the paper lays it out: PTB (left, every line) and the UD mean (right)."""
+    fig, (left, right) = _figure(2, 2, width=6.4)
     plot_steps(curves, PTB.name, band, ax=left, runs=runs)
     plot_steps(curves, UD.name, band, ax=right, runs=runs)
     fig.suptitle(f"Figure 2: development accuracy during training ({_band_text(band)})", fontsize="medium")
@@ -227,25 +324,38 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     return paths
 
 
-def write_plots(runs: Path, out: Path, band: str = "minmax", settings: list[str] | None = None) -> Written:
-    """Table 2a (PTB; and the same for UD when there are UD runs) and Figure 2 as PNG and PDF
-    in `out`, from the finished runs under `runs`: the files written, and notes for the user.
-    `settings`: draw only the runs of these settings (`Setting.label()`s, "paper" for the
-    paper's own), e.g. ["paper", "keras3"] to leave ablations out; None: all."""
-    frame = load_runs_to_report(runs, settings)
-    histories = load_histories(Path(runs), frame)
-    curves = load_curves(Path(runs), frame)
+def write_plots(
+    runs: Path,
+    out: Path,
+    band: str = DEFAULT_BAND,
+    settings: list[str] | None = None,
+    include_running: bool = False,
+) -> Written:
+    """As PNG and PDF in `out`, from the runs under `runs` (each read once): Table 2a per preset
+    that has runs (grouped), Figure 2 as the paper lays it out, and Figure 2 per preset, grouped
+    (UD: per treebank beside the mean). `settings`: only the runs of these settings
+    (`Setting.label()`s, "paper" for the paper's own); None: all. `include_running`: runs still
+    training too, dashed and marked "(running)"."""
+    records = load_records_to_report(runs, settings, include_running)
+    histories, curves = records.histories, records.curves
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = Written([], [])
-    for preset in FORMATS:
+    for preset in (PTB.name, UD.name):
         if not histories.empty and (histories["preset"] == preset).any():
             written.paths += save(plot_epochs(histories, preset, band), out / f"table2a_{preset}_dev_by_epoch")
-    if not curves.empty:
-        written.paths += save(figure2(curves, band, frame), out / "figure2_dev_by_step")
-    else:
+    if curves.empty:
         written.notes.append(
             "no finished run has a dev curve (curve.csv gets a point every --curve-every = 100 "
             "batches by default; shorter runs have none), so Figure 2 was not drawn"
+        )
+        return written
+    written.paths += save(figure2(curves, band, records.runs), out / "figure2_dev_by_step")
+    for preset in (PTB.name, UD.name):
+        if (curves["preset"] == preset).any():
+            written.paths += save(plot_steps(curves, preset, band), out / f"figure2_{preset}_dev_by_step")
+    if records.runs["running"].any():
+        written.notes.append(
+            f"{int(records.runs['running'].sum())} run(s) still training are drawn dashed, marked (running)"
         )
     return written

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from convatt.data.formats import PTB, UD
-from convatt.model.variants import PAPER_VARIANTS, UD_VARIANTS
+from convatt.model.variants import PAPER_VARIANTS
 from convatt.results import efficiency, protocol_comparison, significance
 from convatt.results import summary as run_summary
 from convatt.results.frames import (
@@ -32,7 +32,7 @@ from convatt.results.frames import (
     label_of,
     load_curves,
     load_histories,
-    load_runs_to_report,
+    load_records_to_report,
     model_name,
     model_order,
 )
@@ -118,52 +118,49 @@ def ud_per_treebank(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ud_models(per_tb: pd.DataFrame) -> pd.DataFrame:
-    """The (setting, variant, mask_padding) of the UD tables: those run, and the paper's UD variants."""
-    paper = pd.DataFrame({"setting": "", "variant": UD_VARIANTS, "mask_padding": False})
-    models = pd.concat([per_tb[["setting", "variant", "mask_padding"]], paper]).drop_duplicates(["setting", "variant"])
+    """The (setting, variant, mask_padding) of the UD tables: those that have runs, in model order."""
+    models = per_tb[["setting", "variant", "mask_padding"]].drop_duplicates(["setting", "variant"])
     order = sorted(range(len(models)), key=lambda i: model_order(tuple(models.iloc[i][["setting", "variant"]])))
     return models.iloc[order].reset_index(drop=True)
 
 
+PAPER47_COLUMNS = [f"paper47_{c}" for c in STAT_COLUMNS]
+
+
 def ud_macro_frame(runs: pd.DataFrame) -> pd.DataFrame:
-    """Table 2c's numbers: per model, the mean over the paper's treebanks that were run of the
-    per-treebank mean over seeds (± the mean of the per-treebank stds), beside Table 2c and
-    beside Table 2d averaged over the same treebanks."""
+    """Table 2c's numbers: per model that has runs, the mean over the paper's treebanks that were
+    run of the per-treebank mean over seeds (± the mean of the per-treebank stds), beside the
+    paper's mean over the same treebanks (Table 2d, all words: `paper_all`, `diff_all`), and
+    the paper's Table 2c (its 47 treebanks: `paper47_*`), which the page gives as a note."""
     paper_d = paper_table2d()
+    paper_c = paper_table("table2c_ud_macro").set_index("model")
     per_tb = ud_per_treebank(runs)
     per_tb = per_tb[per_tb["treebank"].isin(paper_d.index)]
     rows = []
     for (setting, variant), group in per_tb.groupby(["setting", "variant"], sort=False):
         label = label_of(variant)
         same = paper_d.loc[list(group["treebank"]), label] if label in paper_d.columns else pd.Series(dtype=float)
+        in_c = label in paper_c.index
         rows.append(
             {
                 "setting": setting,
                 "variant": variant,
+                "mask_padding": bool(group["mask_padding"].iloc[0]),
+                "model": model_name(label, setting),
                 "n_treebanks": len(group),
                 "seeds_per_treebank": range_text(group["n_seeds"]),
                 **{c: nanmean(group[c]) for c in STAT_COLUMNS},
-                "paper_all_same_treebanks": nanmean(same),
+                "paper_all": nanmean(same),
+                **{f"paper47_{c}": float(paper_c.at[label, c]) if in_c else math.nan for c in STAT_COLUMNS},
             }
         )
-    ours = pd.DataFrame(
-        rows,
-        columns=["setting", "variant", "n_treebanks", "seeds_per_treebank"]
-        + STAT_COLUMNS
-        + ["paper_all_same_treebanks"],
-    )
-    frame = _ud_models(per_tb).merge(ours, on=["setting", "variant"], how="left")
-    frame["n_treebanks"] = frame["n_treebanks"].fillna(0).astype(int)
-    frame["seeds_per_treebank"] = frame["seeds_per_treebank"].fillna("")
-    frame["label"] = frame["variant"].map(label_of)
-    frame["model"] = [model_name(label, setting) for label, setting in zip(frame["label"], frame["setting"])]
-    frame = _with_paper(frame, paper_table("table2c_ud_macro").set_index("model"))
-    frame["diff_all_same_treebanks"] = frame["all"] - frame["paper_all_same_treebanks"]
-    return frame[
-        ["setting", "mask_padding", "model", "variant", "n_treebanks", "seeds_per_treebank"]
-        + BESIDE_COLUMNS
-        + ["paper_all_same_treebanks", "diff_all_same_treebanks"]
+    columns = ["setting", "mask_padding", "model", "variant", "n_treebanks", "seeds_per_treebank"] + STAT_COLUMNS
+    frame = pd.DataFrame(rows, columns=columns + ["paper_all"] + PAPER47_COLUMNS)
+    frame["diff_all"] = frame["all"] - frame["paper_all"]
+    frame = frame.iloc[
+        sorted(range(len(frame)), key=lambda i: model_order(tuple(frame.iloc[i][["setting", "variant"]])))
     ]
+    return frame[columns + ["paper_all", "diff_all"] + PAPER47_COLUMNS].reset_index(drop=True)
 
 
 def ud_treebank_frame(runs: pd.DataFrame) -> pd.DataFrame:
@@ -249,8 +246,8 @@ def ud_notes(runs: pd.DataFrame) -> list[str]:
     if len(inside) < N_PAPER_TREEBANKS:
         notes.append(
             f"UD results cover {len(inside)} of the paper's {N_PAPER_TREEBANKS} treebanks: the macro "
-            "means are NOT comparable to the paper's Table 2c. \"Paper All (same treebanks)\" is the "
-            "paper's Table 2d averaged over the same treebanks, for comparison."
+            f"means are compared with the paper's Table 2d averaged over the same treebanks, not with "
+            f"its {N_PAPER_TREEBANKS}-treebank Table 2c."
         )
     outside = [t for t in treebanks if t not in paper_tbs]
     if outside:
@@ -259,7 +256,7 @@ def ud_notes(runs: pd.DataFrame) -> list[str]:
     if per_model.apply(frozenset).nunique() > 1:
         notes.append(
             "The models cover different sets of treebanks, so their macro means differ in what "
-            "they average; compare each with its own \"Paper All (same treebanks)\"."
+            "they average; compare each with its own \"Paper (same treebanks)\"."
         )
     return notes + common_notes(runs)
 
@@ -310,21 +307,38 @@ def ptb_markdown(frame: pd.DataFrame, n_runs: int, notes: list[str], title: str)
     return page(title, intro, notes, *texts)
 
 
+def _paper47_note(frame: pd.DataFrame) -> str:
+    """The paper's Table 2c (its 47 treebanks) for the models shown, as one note."""
+    parts = [
+        f"{label} {fmt(p['all'], p['all_std'])} / {fmt(p['oov'], p['oov_std'])} / "
+        f"{fmt(p['ambiguous'], p['ambiguous_std'])}"
+        for label, p in paper_table("table2c_ud_macro").set_index("model").iterrows()
+        if label in set(frame["model"]) or label not in OUR_LABELS
+    ]
+    return (
+        f"The paper's Table 2c, the mean over its {N_PAPER_TREEBANKS} treebanks (all / OOV / ambiguous): "
+        + "; ".join(parts)
+        + ". It gives OOV and ambiguous accuracies only as these means, so they have no same-treebank "
+        "comparison here."
+    )
+
+
 def ud_macro_markdown(frame: pd.DataFrame, notes: list[str], title: str) -> str:
+    """Table 2c's page: ours beside the paper's mean over the same treebanks; its 47-treebank means as a note."""
     rows = [
-        [r["model"], str(r["n_treebanks"]), r["seeds_per_treebank"] or "–"]
-        + _beside_cells(r)
-        + [fmt(r["paper_all_same_treebanks"]), fmt(r["diff_all_same_treebanks"], signed=True)]
+        [r["model"], str(r["n_treebanks"]), r["seeds_per_treebank"]]
+        + [fmt(r["all"], r["all_std"]), fmt(r["paper_all"]), fmt(r["diff_all"], signed=True)]
+        + [fmt(r["oov"], r["oov_std"]), fmt(r["ambiguous"], r["ambiguous_std"])]
         for _, r in frame.iterrows()
     ]
-    rows += _reference_rows(paper_table("table2c_ud_macro").set_index("model"), lead=2, trail=2)
-    header = ["Model", "Treebanks", "Seeds"] + _metric_header() + ["Paper All (same treebanks)", "Δ"]
+    header = ["Model", "Treebanks", "Seeds", "All", "Paper (same treebanks)", "Δ", "OOV", "Ambig."]
     intro = (
         f"Ours: per treebank the mean and standard deviation over seeds (ddof={STD_DDOF}), then the mean "
-        "over treebanks of both (± is the average standard deviation, as the paper). Paper: Table 2c "
-        "(47 treebanks). Δ = ours − paper."
+        "over the paper's treebanks that were run, of both (± is the average standard deviation, as the "
+        "paper). Paper (same treebanks): the paper's Table 2d averaged over the same treebanks as ours; "
+        "Δ = ours − that."
     )
-    return page(title, intro, notes, markdown_table(header, rows))
+    return page(title, intro, notes + [_paper47_note(frame)], markdown_table(header, rows))
 
 
 def ud_treebank_markdown(frame: pd.DataFrame, notes: list[str], title: str) -> str:
@@ -394,7 +408,7 @@ def build_tables(
     """The tables the runs allow: 2b and the PTB efficiency table when there are PTB runs, 2c, 2d
     and the UD efficiency tables when there are UD runs, the protocol comparison when some corpus
     and variant ran under both protocols; always the summary of the runs (`run_summary`).
-    Histories and curves: read if not given."""
+    Histories and curves: read again if not given (`load_records` gives all three from one reading)."""
     histories = load_histories(None, runs) if histories is None else histories
     curves = load_curves(None, runs) if curves is None else curves
     tables = []
@@ -420,11 +434,12 @@ class Written:
 def write_tables(runs: Path, out: Path, settings: list[str] | None = None) -> Written:
     """The tables of the finished runs under `runs`, as Markdown and CSV in `out`; only the runs of
     `settings` when given (`run_table.only_settings`: "paper", "keras3", ...)."""
-    frame = load_runs_to_report(runs, settings)
+    records = load_records_to_report(runs, settings)  # each run's files read once, here
+    frame = records.runs
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths, notes = [], []
-    for table in build_tables(frame):
+    for table in build_tables(frame, records.histories, records.curves):
         md, csv = out / f"{table.name}.md", out / f"{table.name}.csv"
         write_text(md, table.markdown)
         write_text(csv, table.frame.to_csv(index=False, float_format="%.4f"))

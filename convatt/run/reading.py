@@ -2,6 +2,8 @@
 
     read_run(result_path)   a `FinishedRun`: result.json, config.json (if any),
                             history.csv and curve.csv, each checked
+    read_running(run_dir)   a `RunningRun`: config.json and what history.csv and
+                            curve.csv hold so far (a run still training)
     DamagedRunError         what is wrong, naming the file (a `ConvattError`)
     RunWarning              the warning of a run left out of the tables and plots
 
@@ -57,6 +59,31 @@ class FinishedRun:
     setting: Setting
     history: pd.DataFrame  # HISTORY_NUMBERS (+ the batch-mean column if recorded), epochs 1..epochs_run
     curve: pd.DataFrame  # CURVE_NUMBERS (+ ...), no rows when the run had no curve point
+
+
+@dataclass(frozen=True)
+class RunningRun:
+    """A run still training (no result.json): its configuration and the epochs and curve points so far."""
+
+    run_dir: Path
+    config: RunConfig
+    history: pd.DataFrame  # epochs 1..n written so far
+    curve: pd.DataFrame
+
+
+def read_running(run_dir: Path) -> RunningRun:
+    """The run in `run_dir` that has config.json but no result.json yet. The trainer rewrites
+    history.csv and curve.csv whole after each epoch, so each is checked as a finished run's,
+    with the number of epochs it holds; a missing one reads as empty."""
+    config = read_config(run_dir / CONFIG_FILE)
+    history_path, curve_path = run_dir / HISTORY_FILE, run_dir / CURVE_FILE
+    history = _numbers(history_path, HISTORY_NUMBERS) if history_path.exists() else pd.DataFrame()
+    if not history.empty:
+        _check_history(history, history_path, len(history))
+    curve = _numbers(curve_path, CURVE_NUMBERS) if curve_path.exists() else pd.DataFrame()
+    if not curve.empty:  # no end to check yet: the run goes on
+        _check_curve(curve, curve_path, max(len(history), int(curve["epoch"].max())), None)
+    return RunningRun(run_dir, config, history, curve)
 
 
 def read_run(result_path: Path) -> FinishedRun:
@@ -182,18 +209,26 @@ def _whole_numbers(frame: pd.DataFrame, column: str, path: Path) -> None:
 def read_history(path: Path, epochs_run: int) -> pd.DataFrame:
     """history.csv: one row per epoch 1..`epochs_run` (result.json's), in order."""
     frame = _numbers(path, HISTORY_NUMBERS)
+    _check_history(frame, path, epochs_run)
+    return frame
+
+
+def _check_history(frame: pd.DataFrame, path: Path, epochs_run: int) -> None:
     _whole_numbers(frame, "epoch", path)
     if list(frame["epoch"]) != list(range(1, len(frame) + 1)) or len(frame) != epochs_run:
         found = ", ".join(map(str, frame["epoch"][:12])) or "none"
         raise DamagedRunError(f"epochs should be 1 to {epochs_run} (result.json's epochs_run), found {found}", path)
-    return frame
 
 
 def read_curve(path: Path, epochs_run: int, config: RunConfig | None) -> pd.DataFrame:
     """curve.csv: a point every `curve_every` batches, in order, up to where the run stopped."""
     frame = _numbers(path, CURVE_NUMBERS)
-    if frame.empty:
-        return frame
+    if not frame.empty:
+        _check_curve(frame, path, epochs_run, config)
+    return frame
+
+
+def _check_curve(frame: pd.DataFrame, path: Path, epochs_run: int, config: RunConfig | None) -> None:
     _whole_numbers(frame, "step", path)
     _whole_numbers(frame, "epoch", path)
     steps, epochs = frame["step"].to_numpy(), frame["epoch"].to_numpy()
@@ -206,7 +241,6 @@ def read_curve(path: Path, epochs_run: int, config: RunConfig | None) -> pd.Data
         raise DamagedRunError(
             f"cut short: ends at step {steps[-1]} in epoch {epochs[-1]} of the run's {epochs_run}", path
         )
-    return frame
 
 
 def _stops_early(step: int, epoch: int, epochs_run: int, every: int, config: RunConfig | None) -> bool:

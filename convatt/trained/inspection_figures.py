@@ -135,17 +135,36 @@ def position_embedding_similarity(similarity: np.ndarray, label: str) -> Figure:
     return fig
 
 
+STAGE_NAMES = {"softmax": "softmax", "after_conv": "after the convolution"}
+STAGE_STYLES = {"softmax": dict(marker="o", color="#1f77b4"), "after_conv": dict(marker="s", color="#d62728")}
+
+
 def entropy_by_layer(stats: pd.DataFrame, label: str) -> Figure:
-    """Mean attention entropy per layer and head (softmax stage), with the uniform entropy."""
-    fig, axes = _grid(1, 1, size=4.0)
-    ax = axes[0][0]
-    soft = stats[stats["stage"] == "softmax"]
-    for head, part in soft.groupby("head"):
-        ax.plot(part["layer"], part["mean_entropy"], marker="o", label=f"head {head}")
-    ax.axhline(soft["uniform_entropy"].iloc[0], color="grey", ls="--", lw=0.8, label="uniform")
-    ax.set_xticks(sorted(soft["layer"].unique()))
-    ax.set_xlabel("layer")
-    ax.set_ylabel("mean entropy of a query's attention (nats)")
-    ax.legend(fontsize=7)
+    """Mean attention entropy of every stage the run has (softmax; after the convolution for the
+    conv variants), one panel per layer, each head a point (heads are not ordered: no lines),
+    and the entropy of a uniform attention over the same keys for scale."""
+    layers = sorted(stats["layer"].unique())
+    fig = Figure(figsize=(2.4 * len(layers) + 1.0, 3.4), layout="constrained")
+    axes = fig.subplots(1, len(layers), sharey=True, squeeze=False)[0]
+    stages = [s for s in STAGE_NAMES if s in set(stats["stage"])]
+    stages += sorted(set(stats["stage"]) - set(stages))  # any other stage, in its own style
+    for ax, layer in zip(axes, layers):
+        part = stats[stats["layer"] == layer]
+        for i, stage in enumerate(stages):
+            rows = part[part["stage"] == stage]
+            offset = (i - (len(stages) - 1) / 2) * 0.15  # stages side by side at each head
+            style = STAGE_STYLES.get(stage, dict(marker="^"))
+            ax.plot(
+                rows["head"] + offset, rows["mean_entropy"], ls="none", label=STAGE_NAMES.get(stage, stage), **style
+            )
+        ax.axhline(part["uniform_entropy"].iloc[0], color="grey", ls="--", lw=0.8, label="uniform")
+        heads = sorted(part["head"].unique())
+        ax.set_xticks(heads)
+        ax.set_xlim(min(heads) - 0.6, max(heads) + 0.6)
+        ax.set_xlabel("head")
+        ax.set_title(f"layer {layer}", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].set_ylabel("mean entropy of a query's\nattention (nats)")
+    fig.legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="outside right center")  # never over a point
     _title(fig, f"{label}: attention entropy over the dev split")
     return fig
