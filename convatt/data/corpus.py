@@ -34,3 +34,20 @@ class Corpus:
     def all_sentences(self) -> list[Sentence]:
         """train + dev + test, in that order."""
         return self.train + self.dev + self.test
+
+
+def unseen_tags(train, evaluated) -> dict[str, int]:
+    """Tags of `evaluated` sentences that no training sentence has, with their token counts:
+    the model never learns them, so each of their tokens is counted wrong."""
+    seen = {tag for sentence in train for _, tag in sentence}
+    counts: dict[str, int] = {}
+    for sentence in evaluated:
+        for _, tag in sentence:
+            if tag not in seen:
+                counts[tag] = counts.get(tag, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def describe_unseen_tags(counts: dict[str, int], split: str = "dev/test") -> str:
+    listed = ", ".join(f"{tag} ({n:,} token{'s' * (n != 1)})" for tag, n in counts.items())
+    return f"{split} tag(s) never seen in training, so always counted wrong: {listed}"

@@ -52,11 +52,10 @@ from convatt.data.formats import PTB, UD, has_treebanks, preset_label
 from convatt.errors import ConvattError
 from convatt.results import style
 from convatt.results.frames import label_of, load_records_to_report, model_order
+from convatt.results.output import Written, save
 from convatt.results.paper import paper_table, paper_table2d
 from convatt.results.stats import t_interval
 from convatt.results.style import COLORS  # noqa: F401 (the palette, where it used to be)
-from convatt.results.tables import Written
-from convatt.run.storage import write_atomically
 
 BANDS = ("minmax", "std", "ci")
 DEFAULT_BAND = "ci"  # the 95% confidence interval of the mean over seeds
@@ -312,16 +311,6 @@ def figure2(curves: pd.DataFrame, band: str = DEFAULT_BAND, runs: pd.DataFrame |
     plot_steps(curves, UD.name, band, ax=right, runs=runs)
     fig.suptitle(f"Figure 2: development accuracy during training ({_band_text(band)})", fontsize="medium")
     return fig
-
-
-def save(fig: Figure, stem: Path) -> list[Path]:
-    """`stem`.png and `stem`.pdf, each written to a temporary name and moved into place."""
-    paths = []
-    for fmt in ("png", "pdf"):
-        path = stem.with_name(f"{stem.name}.{fmt}")
-        write_atomically(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=150))
-        paths.append(path)
-    return paths
 
 
 def write_plots(

@@ -18,7 +18,6 @@ result.json and left out of its means.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -37,6 +36,7 @@ from convatt.results.frames import (
     model_order,
 )
 from convatt.results.markdown import Table, fmt, markdown_table, page
+from convatt.results.output import Written
 from convatt.results.paper import N_PAPER_TREEBANKS, OUR_LABELS, PAPER_EPOCHS, PAPER_SEEDS, paper_table, paper_table2d
 from convatt.results.stats import STD_DDOF, nanmean, range_text, seed_stats
 from convatt.run.storage import write_text
@@ -420,15 +420,6 @@ def build_tables(
     comparison = protocol_comparison.protocol_table(runs, histories, curves)
     tables += significance.significance_tables(runs)
     return tables + ([comparison] if comparison else []) + [run_summary.summary_table(runs)]
-
-
-@dataclass
-class Written:
-    """The files `write_tables` (or `plots.write_plots`) wrote, and the notes for the user, which
-    the CLI prints: what is not comparable to the paper, what could not be written."""
-
-    paths: list[Path]
-    notes: list[str]
 
 
 def write_tables(runs: Path, out: Path, settings: list[str] | None = None) -> Written:

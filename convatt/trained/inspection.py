@@ -299,7 +299,7 @@ def inspect_run(
 ) -> list[Path]:
     """Write the figures (PNG and PDF) and attention_statistics.csv of a run to `out`; return the files."""
     from convatt.results.frames import label_of
-    from convatt.results.plots import save
+    from convatt.results.output import save
     from convatt.run.storage import write_text
     from convatt.trained import inspection_figures as figures
 

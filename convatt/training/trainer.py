@@ -41,6 +41,7 @@ from convatt.data import (
     load_corpus,
     load_word_vectors,
 )
+from convatt.data.corpus import describe_unseen_tags, unseen_tags
 from convatt.errors import ConvattError
 from convatt.model.prediction import evaluate
 from convatt.model.tagger import build_tagger, count_parameters
@@ -159,23 +160,6 @@ def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
         fingerprint,
         unseen_tags(corpus.train, corpus.dev + corpus.test),
     )
-
-
-def unseen_tags(train, evaluated) -> dict[str, int]:
-    """Tags of `evaluated` sentences that no training sentence has, with their token counts:
-    the model never learns them, so each of their tokens is counted wrong."""
-    seen = {tag for sentence in train for _, tag in sentence}
-    counts: dict[str, int] = {}
-    for sentence in evaluated:
-        for _, tag in sentence:
-            if tag not in seen:
-                counts[tag] = counts.get(tag, 0) + 1
-    return dict(sorted(counts.items()))
-
-
-def describe_unseen_tags(counts: dict[str, int], split: str = "dev/test") -> str:
-    listed = ", ".join(f"{tag} ({n:,} token{'s' * (n != 1)})" for tag, n in counts.items())
-    return f"{split} tag(s) never seen in training, so always counted wrong: {listed}"
 
 
 def train_run(
