@@ -6,14 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from convatt.cli._common import check_out_dir
+from convatt.cli._common import check_out_dir, load_backend
 from convatt.errors import ConvattError
 
 
 def cmd_tables(args) -> None:
+    check_out_dir("--out", args.out)
+    load_backend(args.debug)  # deepsig (the significance tables) imports TensorFlow: its start-up lines hidden
     from convatt.results.tables import write_tables
 
-    check_out_dir("--out", args.out)
     _report(_warning_runs(write_tables, Path(args.runs), Path(args.out), args.settings))
 
 
