@@ -230,7 +230,6 @@ ud-data:
 tables: | $(VENV_STAMP)
 	$(CONVATT) tables --runs $(RUNS) --out $(RESULTS)
 
-PLOT_FLAGS ?=  # e.g. --include-running: also the runs still training, dashed
 plots: | $(VENV_STAMP)
 	$(CONVATT) plot --runs $(RUNS) --out $(RESULTS) $(PLOT_FLAGS)
 

@@ -285,6 +285,8 @@ CASES = [
     ),
     Case("evaluate-data-missing", ["evaluate", "{run}", "--data", "{tmp}/nope", "--split", "dev"], None, 2, "nope"),
     # tag
+    Case("status-runs-missing", ["status", "--runs", "{tmp}/nope"], None, 2, "nope: runs directory not found"),
+    Case("status-runs-is-a-file", ["status", "--runs", "{tmp}/f"], write("f", "x"), 2, "f: not a directory"),
     Case(
         "score-gold-missing",
         ["score", "{tmp}/nope.conllu", "{tmp}/nope2.conllu"],

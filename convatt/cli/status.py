@@ -80,7 +80,7 @@ def unfinished_runs(root: Path) -> tuple[list[RunStatus], int]:
     """The unfinished runs under `root` (sorted by path) and how many finished runs there are."""
     root = Path(root)
     if not root.is_dir():
-        raise ConvattError("runs directory not found", root)
+        raise ConvattError("runs directory not found" if not root.exists() else "not a directory (--runs)", root)
     configs = sorted(root.rglob(CONFIG_FILE))
     finished = [c.parent for c in configs if (c.parent / RESULT_FILE).exists()]
     locked = _locked_inodes()
