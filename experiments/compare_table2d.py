@@ -25,7 +25,7 @@ def paired(before: Path, after: Path) -> pd.DataFrame:
         frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
         frame = frame[frame["setting"].isna() | (frame["setting"] == "")]
         frames.append(frame[KEYS + CELLS].set_index(KEYS))
-    both = frames[0].join(frames[1], lsuffix="_before", rsuffix="_after", how="inner")
+    both = frames[0].merge(frames[1], left_index=True, right_index=True, suffixes=("_before", "_after"))
     both["diff"] = both["all_after"] - both["all_before"]
     return both.reset_index()
 

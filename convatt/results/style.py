@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from convatt.model.variants import VARIANTS
+from convatt.model.variants import ATTENTION_VARIANTS, VARIANTS
 
 # tab10, two more, then five of tab20b for the variants beyond the paper's attention; assigned in
 # the order of VARIANTS so that the variants of one family get different colours.
@@ -56,15 +56,7 @@ FAMILIES = (
     Family("Attention: the paper's", ("san-pe-add", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d")),
     Family(
         "Attention: other ways",
-        (
-            "san-pe-add",
-            "san-pe-add-conv2d",
-            "san-pe-add-conv2d-pre",
-            "san-pe-add-talking",
-            "san-pe-add-denser",
-            "san-denser",
-            "san-pe-add-narrowing",
-        ),
+        tuple(ATTENTION_VARIANTS),
         references=("san-pe-add", "san-pe-add-conv2d"),
     ),
 )
