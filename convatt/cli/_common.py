@@ -80,11 +80,6 @@ def check_out_dir(flag: str, path: str | os.PathLike | None) -> None:
         raise ConvattError(f"{flag} {path} is a file, expected a directory")
 
 
-def resolved(path) -> str | None:
-    """An absolute path, so that the run can be evaluated and resumed from anywhere."""
-    return None if path is None else str(Path(path).expanduser().resolve())
-
-
 def precisions() -> tuple[str, ...]:
     from convatt.model.variants import PRECISIONS
 
