@@ -86,13 +86,6 @@ def precisions() -> tuple[str, ...]:
     return PRECISIONS
 
 
-def option_default(option: str):
-    """The default of a `convatt train` option: `RunConfig`'s, the one source of them."""
-    from convatt.run.schema import RunConfig
-
-    return RunConfig.__dataclass_fields__[option].default
-
-
 def os_error_message(e: OSError) -> str:
     """One line naming the path: "PATH: No space left on device"."""
     from convatt.run.storage import os_error_reason

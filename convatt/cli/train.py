@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from convatt.cli._common import load_backend, option_default, precisions
+from convatt.cli._common import load_backend, precisions
+from convatt.run.schema import option_default
 
 
 def cmd_train(args) -> None:

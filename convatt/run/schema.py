@@ -249,6 +249,12 @@ class RunConfig:
         )
 
 
+def option_default(name: str):
+    """The default of one `RunConfig` field: the one source of `convatt train`'s and
+    `convatt.train`'s defaults."""
+    return RunConfig.__dataclass_fields__[name].default
+
+
 MAX_SEED = 2**32 - 1  # NumPy's and Keras' seeds are unsigned 32-bit integers
 OPTION_MINIMUMS = {
     "epochs": 1,

@@ -6,9 +6,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from convatt.errors import ConvattError
-from convatt.run.schema import RunConfig, RunResult
+from convatt.run.schema import RunConfig, RunResult, option_default
 
-_DEFAULTS = {name: field.default for name, field in RunConfig.__dataclass_fields__.items()}
 JIT = {"auto": "auto", "on": True, "off": False, True: True, False: False}
 
 
@@ -24,14 +23,14 @@ def run_config(
     seed: int = 1,
     data: str | Path | None = None,
     embeddings: str | Path | None = None,
-    embeddings_limit: int | None = _DEFAULTS["embeddings_limit"],
-    epochs: int = _DEFAULTS["epochs"],
+    embeddings_limit: int | None = option_default("embeddings_limit"),
+    epochs: int = option_default("epochs"),
     limit: int | None = None,
     mask_padding: bool = False,
-    curve_every: int = _DEFAULTS["curve_every"],
-    curve_until: int = _DEFAULTS["curve_until"],
+    curve_every: int = option_default("curve_every"),
+    curve_until: int = option_default("curve_until"),
     jit_compile: bool | str = "auto",
-    precision: str = _DEFAULTS["precision"],
+    precision: str = option_default("precision"),
     protocol: str = "original",
     **protocol_items: str | None,
 ) -> RunConfig:
