@@ -33,6 +33,28 @@ def clone_run(src: Path, dst: Path, config: dict | None = None, **changes) -> Pa
     return dst
 
 
+FULL_PROTOCOL = {"limit": None, "epochs": 100}  # clones of the tiny runs, as if run as the paper
+
+
+def clone_ud_run(
+    src: Path,
+    runs: Path,
+    treebank: str,
+    variant: str,
+    seed: int,
+    config: dict = FULL_PROTOCOL,
+    directory_seed: int | None = None,
+    **changes,
+) -> Path:
+    """A clone of the run `src` as a UD run of `treebank` and `variant`, where `make ud-all`
+    puts it under `runs` (the directory's seed `directory_seed`, default `seed`)."""
+    from convatt.model.variants import VARIANTS
+
+    dst = runs / "ud" / f"UD_{treebank}" / variant / f"seed{directory_seed or seed}"
+    ud = {"preset": "ud", "corpus": treebank, "is_sample": False, "variant": variant, "seed": seed}
+    return clone_run(src, dst, config, label=VARIANTS[variant].label, **ud, **changes)
+
+
 def assert_same(ours, expected) -> None:
     """Equal to 1e-9, or both missing (a metric with no tokens, e.g. no OOV token in a tiny run)."""
     if expected is None or np.isnan(expected):

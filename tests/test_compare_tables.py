@@ -11,10 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from run_dirs import clone_run, one_tiny_run
+from run_dirs import clone_ud_run, one_tiny_run
 
 from convatt import cli
-from convatt.model.variants import VARIANTS
 
 SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "compare_tables.py"
 BEFORE = {"English-LinES": {"san-pe-add": [0.90, 0.92, 0.91], "san-pe-add-conv2d": [0.93, 0.95]}}
@@ -37,18 +36,7 @@ def _tables(tiny_runs: Path, grid: dict, root: Path) -> Path:
     for treebank, variants in grid.items():
         for variant, accuracies in variants.items():
             for seed, accuracy in enumerate(accuracies, start=1):
-                clone_run(
-                    src,
-                    root / "runs" / "ud" / f"UD_{treebank}" / variant / f"seed{seed}",
-                    {"limit": None, "epochs": 100},
-                    preset="ud",
-                    corpus=treebank,
-                    is_sample=False,
-                    variant=variant,
-                    label=VARIANTS[variant].label,
-                    seed=seed,
-                    **{"test.all": accuracy},
-                )
+                clone_ud_run(src, root / "runs", treebank, variant, seed, **{"test.all": accuracy})
     assert cli.main(["tables", "--runs", str(root / "runs"), "--out", str(root / "tables")]) == 0
     return root / "tables" / "table2d_ud_per_treebank.csv"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from run_dirs import assert_same, clone_run, numpy_stats, one_tiny_run, result_files
+from run_dirs import assert_same, clone_run, clone_ud_run, numpy_stats, one_tiny_run, result_files
 
 from convatt import cli
 from convatt.model.variants import PAPER_VARIANTS, VARIANTS
@@ -109,9 +109,6 @@ UD_ACC = {  # treebank -> variant -> test "all" per seed (fractions)
 }
 
 
-FULL_PROTOCOL = {"limit": None, "epochs": 100}  # clones of the tiny runs, as if run as the paper
-
-
 @pytest.fixture
 def ud_runs(tiny_runs, tmp_path) -> Path:
     src = one_tiny_run(tiny_runs)
@@ -120,18 +117,8 @@ def ud_runs(tiny_runs, tmp_path) -> Path:
         for variant, accs in variants.items():
             for seed, acc in enumerate(accs, start=1):
                 oov = None if tb == "Vietnamese-VTB" and seed == 1 else acc - 0.1
-                clone_run(
-                    src,
-                    root / "ud" / f"UD_{tb}" / variant / f"seed{seed}",
-                    FULL_PROTOCOL,
-                    preset="ud",
-                    corpus=tb,
-                    is_sample=False,
-                    variant=variant,
-                    label=VARIANTS[variant].label,
-                    seed=seed,
-                    **{"test.all": acc, "test.oov": oov, "test.ambiguous": acc - 0.05},
-                )
+                changes = {"test.all": acc, "test.oov": oov, "test.ambiguous": acc - 0.05}
+                clone_ud_run(src, root, tb, variant, seed, **changes)
     return root
 
 
@@ -205,20 +192,15 @@ def test_treebank_names_match_the_paper_spelling():
     assert paper.treebank_key("English-LinES") == "English-LinES"
 
 
+def smoke_clone(tiny_runs: Path, runs: Path) -> Path:
+    """A `make ud-all EPOCHS=1` run of seed 1 (directory seed9), test accuracy 10%."""
+    smoke = {"limit": None, "epochs": 1}
+    return clone_ud_run(one_tiny_run(tiny_runs), runs, "English-LinES", "san-pe-add", 1, smoke, 9, **{"test.all": 0.10})
+
+
 def test_smoke_runs_are_never_averaged_with_full_runs(ud_runs, tiny_runs):
     """A `make ud-all EPOCHS=1` run left beside full runs gets a row of its own."""
-    smoke = clone_run(
-        one_tiny_run(tiny_runs),
-        ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed9",
-        {"limit": None, "epochs": 1},
-        preset="ud",
-        corpus="English-LinES",
-        is_sample=False,
-        variant="san-pe-add",
-        label="SAN+PE[add]",
-        seed=1,
-        **{"test.all": 0.10},
-    )
+    smoke = smoke_clone(tiny_runs, ud_runs)
     runs = run_table.load_runs(ud_runs)  # seed 1 twice, in two settings: no duplicate
     assert runs.loc[runs["run_dir"] == str(smoke), "setting"].item() == "max 1 epoch"
     frame = tables.ud_treebank_table(runs).frame.set_index(["treebank", "model"])
@@ -230,18 +212,7 @@ def test_smoke_runs_are_never_averaged_with_full_runs(ud_runs, tiny_runs):
 
 def test_write_tables_keeps_only_the_settings_named(ud_runs, tiny_runs, tmp_path):
     """`convatt tables --setting paper`: the smoke run beside the full ones is left out of every table."""
-    clone_run(
-        one_tiny_run(tiny_runs),
-        ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed9",
-        {"limit": None, "epochs": 1},
-        preset="ud",
-        corpus="English-LinES",
-        is_sample=False,
-        variant="san-pe-add",
-        label="SAN+PE[add]",
-        seed=1,
-        **{"test.all": 0.10},
-    )
+    smoke_clone(tiny_runs, ud_runs)
     tables.write_tables(ud_runs, tmp_path / "all")
     tables.write_tables(ud_runs, tmp_path / "paper", settings=["paper"])
     assert "[max 1 epoch]" in (tmp_path / "all" / "table2d_ud_per_treebank.md").read_text()
