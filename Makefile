@@ -4,6 +4,8 @@
 #   make ud-data        UD 2.2 for the paper's 47 treebanks into UD_DATA_DIR (the LINDAT
 #                       tarball, or GitHub with UD_DATA_FLAGS="--source git"); then
 #                       make ud-all UD_DIR=data/ud-2.2
+#   make ud-compact     a copy of the treebanks under UD_DIR with only FORM and UPOS, gzipped,
+#                       into UD_COMPACT_DIR (to carry to a GPU machine; ud-all reads it as is)
 #   make ud-all         Table 2c/2d: 5 variants x the paper's 47 treebanks found
 #                       under UD_DIR x SEEDS                       (60 on the 4 embedded)
 #   make ptb-positions  beyond the paper: the position methods (POSITION_VARIANTS) on PTB
@@ -56,6 +58,8 @@ UD_DIR       ?= convatt/embedded/ud-2.2
 UD_DATA_DIR  ?= data/ud-2.2
 # more options for experiments/ud_data.py (see its --help); e.g. UD_DATA_FLAGS="--source git"
 UD_DATA_FLAGS ?=
+# where `make ud-compact` writes the FORM/UPOS copy of UD_DIR; e.g. UD_COMPACT_DIR=/scratch/ud-2.2-compact
+UD_COMPACT_DIR ?= data/ud-2.2-compact
 # fastText vectors for PTB (the paper: wiki-news-300d-1M-subword.vec), empty: none; e.g. EMBEDDINGS=/data/wiki-news-300d-1M-subword.vec
 EMBEDDINGS   ?=
 # the seeds of every grid; e.g. SEEDS="1 2"
@@ -224,6 +228,11 @@ $(RUNS)/ud/%/result.json: | $(VENV_STAMP)
 ud-data:
 	$(PYTHON) experiments/ud_data.py --out $(UD_DATA_DIR) \
 	  $(if $(TREEBANKS),--treebanks $(subst $(space),$(comma),$(strip $(TREEBANKS)))) $(UD_DATA_FLAGS)
+
+.PHONY: ud-compact
+ud-compact: | $(VENV_STAMP)
+	$(VENV)/bin/python experiments/ud_compact.py $(UD_DIR) $(UD_COMPACT_DIR) \
+	  $(if $(TREEBANKS),--treebanks $(subst $(space),$(comma),$(strip $(TREEBANKS))))
 
 # ---- tables and plots (any subset of runs; notes in the output say what is missing) ----
 .PHONY: tables plots status
