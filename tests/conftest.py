@@ -60,6 +60,25 @@ def tiny_options(out: Path, variant: str = "san-pe-add", seed: int = 1, **change
     return TrainOptions(**{**base, **changes})
 
 
+def train_stopped_in_epoch(options, epoch: int) -> None:
+    """Train `options`, stopped as by a signal at the first batch of `epoch`: the run keeps
+    the checkpoint of epoch `epoch - 1`."""
+    from convatt.training import interrupt
+    from convatt.training.trainer import train_run
+
+    first_batch = f"epoch {epoch}/{options.epochs}  batch 1/"
+
+    def stop(line: str) -> None:
+        if line.startswith(first_batch):
+            interrupt.request_stop()
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_run(options, log=stop)
+    finally:
+        interrupt.clear()
+
+
 def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[str]:
     """The `convatt train` command line of `tiny_options` (same run, same results)."""
     import sys

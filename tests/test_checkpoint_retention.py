@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import tiny_options
+from conftest import tiny_options, train_stopped_in_epoch
 
 from convatt.errors import ConvattError
-from convatt.training import interrupt
 from convatt.training.trainer import train_run
 
 
@@ -25,16 +24,7 @@ def truncate(path: Path) -> None:
 def stopped(tmp_path_factory) -> Path:
     """A 3-epoch run stopped in epoch 3: its checkpoint is epoch 2, epoch 1's kept."""
     run = tmp_path_factory.mktemp("stopped") / "run"
-
-    def stop_in_epoch_3(line):
-        if line.startswith("epoch 3/3  batch 1/"):
-            interrupt.request_stop()
-
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            train_run(tiny_options(run, epochs=3), log=stop_in_epoch_3)
-    finally:
-        interrupt.clear()
+    train_stopped_in_epoch(tiny_options(run, epochs=3), 3)
     return run
 
 

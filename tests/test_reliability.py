@@ -16,13 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PTB_SAMPLE_FILES, tiny_command, tiny_options
+from conftest import PTB_SAMPLE_FILES, tiny_command, tiny_options, train_stopped_in_epoch
 
 from convatt.errors import ConvattError
 from convatt.run.modelfiles import check_weights_file
 from convatt.run.schema import RunConfig
 from convatt.trained.evaluation import evaluate_run
-from convatt.training import interrupt
 from convatt.training.trainer import train_run
 
 QUIET = lambda line: None
@@ -59,16 +58,7 @@ def ptb_copy(tmp_path_factory) -> Path:
 def interrupted(tmp_path_factory, ptb_copy) -> Path:
     """A run stopped (as by a signal) after epoch 1 of 2: its checkpoint is epoch 1."""
     run = tmp_path_factory.mktemp("interrupted") / "run"
-
-    def stop_in_epoch_2(line):
-        if line.startswith("epoch 2/2  batch 1/"):
-            interrupt.request_stop()
-
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            train_run(tiny_options(run, data=str(ptb_copy)), log=stop_in_epoch_2)
-    finally:
-        interrupt.clear()
+    train_stopped_in_epoch(tiny_options(run, data=str(ptb_copy)), 2)
     return run
 
 
