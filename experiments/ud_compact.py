@@ -24,7 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from convatt.data.ud import SPLITS, find_split_file, read_conllu, read_ud
+from convatt.data.corpus import Sentence
+from convatt.data.ud import SPLITS, find_split_file, read_conllu
 from convatt.errors import ConvattError
 
 CARRIED_FILES = ("LICENSE*", "README*")  # the licence travels with the data
@@ -35,11 +36,11 @@ def compact_name(split_file: Path) -> str:
     return split_file.name.removesuffix(".gz").removesuffix(".conllu") + ".conllu.gz"
 
 
-def write_compact(split_file: Path, out: Path) -> None:
-    """The sentences convatt reads from `split_file`, as ID FORM _ UPOS _ _ _ _ _ _, gzipped."""
+def write_compact(sentences: list[Sentence], out: Path) -> None:
+    """`sentences` as CoNLL-U lines ID FORM _ UPOS _ _ _ _ _ _, gzipped."""
     # mtime=0: the same input gives the same bytes, so copies compare equal
     with gzip.GzipFile(out, "wb", mtime=0) as raw:
-        for sentence in read_conllu(split_file):
+        for sentence in sentences:
             lines = (f"{i}\t{form}\t_\t{tag}\t_\t_\t_\t_\t_\t_\n" for i, (form, tag) in enumerate(sentence, 1))
             raw.write(("".join(lines) + "\n").encode("utf-8"))
 
@@ -51,14 +52,13 @@ def compact_treebank(treebank: Path, out_dir: Path) -> Path:
     try:
         for split in SPLITS:
             split_file = find_split_file(treebank, split)
-            write_compact(split_file, temporary / compact_name(split_file))
+            sentences, compact = read_conllu(split_file), temporary / compact_name(split_file)
+            write_compact(sentences, compact)
+            if read_conllu(compact) != sentences:
+                raise ConvattError(f"the compact {split} split reads back differently: not kept", treebank)
         for pattern in CARRIED_FILES:
             for extra in treebank.glob(pattern):
                 shutil.copyfile(extra, temporary / extra.name)
-        original, compact = read_ud(treebank), read_ud(temporary)
-        for split in SPLITS:
-            if getattr(original, split) != getattr(compact, split):
-                raise ConvattError(f"the compact {split} split reads back differently: not kept", treebank)
         temporary.chmod(0o755)  # mkdtemp makes it private
         temporary.rename(final)
     finally:
