@@ -1,12 +1,16 @@
 """Keras 3 layers of Dufter, Schmitt & Schütze (2020) and related position methods.
 
 Attention tensors use the layout `(batch, num_heads, query_len, key_len)`.
+`MultiHeadAttention` is the drop-in for `keras.layers.MultiHeadAttention` (causal,
+cross-attention, any length); `SelfAttention` is the paper's tagger's layer. Both
+compute the modifications of `convatt.layers.modifications`.
 """
 
 from convatt.layers.alibi_bias import AlibiBias
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D
 from convatt.layers.denser_self_attention import DenserSelfAttention
+from convatt.layers.multi_head_attention import MultiHeadAttention
 from convatt.layers.narrowing_self_attention import NarrowingSelfAttention
 from convatt.layers.position_embedding import PositionEmbedding
 from convatt.layers.position_interaction import PositionInteraction
@@ -22,6 +26,7 @@ __all__ = [
     "AttentionConv1D",
     "AttentionConv2D",
     "DenserSelfAttention",
+    "MultiHeadAttention",
     "NarrowingSelfAttention",
     "PositionEmbedding",
     "PositionInteraction",

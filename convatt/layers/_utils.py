@@ -120,3 +120,11 @@ def combine_attention_masks(mask, attention_mask):
 def softmax_float32(scores, axis: int = -1):
     """Softmax computed in float32 (stable under float16/bfloat16 policies), cast back."""
     return keras.ops.cast(keras.ops.softmax(keras.ops.cast(scores, "float32"), axis=axis), scores.dtype)
+
+
+def query_tap_offsets(kernel_size: int, causal: bool) -> list[int]:
+    """The row offsets `d` (tap reads row `i + d`) of a convolution's query taps, in
+    kernel order: centred as Keras' 'same' padding (the extra tap of an even width
+    after), or all on past rows `-(k - 1) .. 0` when `causal`."""
+    first = -(kernel_size - 1) if causal else -((kernel_size - 1) // 2)
+    return [first + tap for tap in range(kernel_size)]

@@ -7,7 +7,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from convatt.layers._utils import check_scores_shape, per_head_initializer
+from convatt.layers._utils import check_scores_shape, per_head_initializer, query_tap_offsets
 
 
 @keras.saving.register_keras_serializable(package="convatt")
@@ -42,6 +42,10 @@ class AttentionConv1D(keras.layers.Layer):
     Call arguments:
         attention: tensor of shape `(batch_size, num_heads, query_len, key_len)`
             with `query_len, key_len <= max_len`.
+
+    Causal models: `convolve_float32(attention, causal=True)` puts the taps on
+    rows `i - kernel_size + 1 .. i`, so row `i` of the output reads no later query
+    (the attention layers do this under `use_causal_mask`).
 
     Returns:
         The convolved attention, same shape, in the layer's compute dtype.
@@ -104,22 +108,30 @@ class AttentionConv1D(keras.layers.Layer):
     def call(self, attention):
         return ops.cast(self.convolve_float32(attention), self.compute_dtype)
 
-    def convolve_float32(self, attention):
-        """The convolution of `attention`, computed and returned in float32."""
+    def convolve_float32(self, attention, causal: bool = False, future_open=None):
+        """The convolution of `attention`, computed and returned in float32.
+
+        Args:
+            attention: `(batch, num_heads, query_len, key_len)`.
+            causal: put the query taps on rows `i - kernel_size + 1 .. i` (a causal
+                model) instead of centring them on row `i` ('same' padding).
+            future_open: optional float `(batch, 1, 1, 1)` multiplying the taps on
+                later rows (0 drops them: a causal mask).
+        """
         check_scores_shape(self.name, attention.shape, self.num_heads, self.max_len)
         attention = ops.cast(attention, "float32")
         shape = ops.shape(attention)
         query_len, key_len = shape[-2], shape[-1]
-        # 'same' padding as Keras / TF: the extra pad of an even width goes at the end.
-        before = (self.kernel_size - 1) // 2
-        after = self.kernel_size - 1 - before
-        padded = ops.pad(attention, [[0, 0], [0, 0], [before, after], [0, 0]])
-        # Row i of `windows` holds input rows i - before .. i + after side by side
-        # (tap-major), so one batched matmul with the (head, tap * in, out) kernel
-        # does all heads and taps (faster on CPU than an einsum over stacked taps).
-        windows = ops.concatenate(
-            [padded[:, :, tap : tap + query_len, :] for tap in range(self.kernel_size)], axis=-1
-        )  # (batch, head, query, tap * key)
+        offsets = query_tap_offsets(self.kernel_size, causal)
+        padded = ops.pad(attention, [[0, 0], [0, 0], [-offsets[0], max(offsets[-1], 0)], [0, 0]])
+        # Row i of `windows` holds input rows i + offsets side by side (tap-major), so
+        # one batched matmul with the (head, tap * in, out) kernel does all heads and
+        # taps (faster on CPU than an einsum over stacked taps).
+        taps = []
+        for tap, offset in enumerate(offsets):
+            rows = padded[:, :, tap : tap + query_len, :]
+            taps.append(rows * future_open if offset > 0 and future_open is not None else rows)
+        windows = ops.concatenate(taps, axis=-1)  # (batch, head, query, tap * key)
         kernel = ops.cast(self.kernel[:, :, :key_len, :key_len], "float32")
         kernel = ops.reshape(kernel, (self.num_heads, -1, key_len))
         outputs = ops.matmul(windows, ops.expand_dims(kernel, 0))

@@ -31,6 +31,9 @@ class RelativePositionRepresentation(keras.layers.Layer):
         head_dim: int. The width `d_z = d_a` of a head's keys and values.
         embeddings_initializer: initializer of `w^K` and `w^V`. Defaults to
             `"glorot_uniform"`.
+        value_dim: int or None. The width of `w^V` when a head's values are
+            wider or narrower than its keys (`MultiHeadAttention`'s `value_dim`);
+            None: `head_dim`.
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -56,7 +59,7 @@ class RelativePositionRepresentation(keras.layers.Layer):
 
     Weights (in this order):
         `key_embeddings` `(2k + 1, head_dim)` (`w^K_{-k} .. w^K_k`),
-        `value_embeddings` `(2k + 1, head_dim)`.
+        `value_embeddings` `(2k + 1, value_dim or head_dim)`.
 
     Example:
     ```python
@@ -72,8 +75,16 @@ class RelativePositionRepresentation(keras.layers.Layer):
      - [Shaw, Uszkoreit & Vaswani, 2018](https://arxiv.org/abs/1803.02155)
     """
 
-    def __init__(self, max_distance: int, head_dim: int, embeddings_initializer: Any = "glorot_uniform", **kwargs):
+    def __init__(
+        self,
+        max_distance: int,
+        head_dim: int,
+        embeddings_initializer: Any = "glorot_uniform",
+        value_dim: int | None = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
+        self.value_dim = None if value_dim is None else int(value_dim)
         self.max_distance = int(max_distance)
         if self.max_distance < 0:
             raise ValueError(f"max_distance must be >= 0; received {max_distance}.")
@@ -92,7 +103,7 @@ class RelativePositionRepresentation(keras.layers.Layer):
         )
         self.value_embeddings = self.add_weight(
             name="value_embeddings",
-            shape=shape,
+            shape=(shape[0], self.head_dim if self.value_dim is None else self.value_dim),
             initializer=distinct_initializer(self.embeddings_initializer, 1),
             autocast=False,
         )
@@ -135,6 +146,7 @@ class RelativePositionRepresentation(keras.layers.Layer):
             {
                 "max_distance": self.max_distance,
                 "head_dim": self.head_dim,
+                "value_dim": self.value_dim,
                 "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
             }
         )
