@@ -253,3 +253,39 @@ def self_attention(
             out[n, :, h * head_dim : (h + 1) * head_dim] = z
             attention[n, h] = att
     return out, attention
+
+
+def conv2d_taps(x, kernel, bias, first_row: int, activation=relu, row_open=None):
+    """Single-filter Conv2D with loops whose row taps start at row offset `first_row`.
+
+    x (rows, cols), kernel (kr, kc); tap (u, v) reads x[i + first_row + u, j + v - (kc - 1) // 2]
+    (zero outside). `first_row = -((kr - 1) // 2)` is Keras' 'same'; `-(kr - 1)` is causal.
+    `row_open(offset) -> 0/1` drops the taps of a row offset (None: all open)."""
+    rows, cols = x.shape
+    kr, kc = kernel.shape
+    out = np.full((rows, cols), float(bias))
+    for i in range(rows):
+        for j in range(cols):
+            for u in range(kr):
+                if row_open is not None and not row_open(first_row + u):
+                    continue
+                for v in range(kc):
+                    r, c = i + first_row + u, j + v - (kc - 1) // 2
+                    if 0 <= r < rows and 0 <= c < cols:
+                        out[i, j] += kernel[u, v] * x[r, c]
+    return activation(out)
+
+
+def conv1d_taps(x, kernel, bias, first_row: int, activation=relu, row_open=None):
+    """Conv1D over rows with loops, channels = columns: x (rows, cols), kernel (k, cols, cols),
+    bias (cols,); tap u reads row i + first_row + u (zero outside)."""
+    rows, cols = x.shape
+    out = np.tile(np.asarray(bias, float), (rows, 1))
+    for i in range(rows):
+        for u in range(kernel.shape[0]):
+            if row_open is not None and not row_open(first_row + u):
+                continue
+            r = i + first_row + u
+            if 0 <= r < rows:
+                out[i] += x[r] @ kernel[u]
+    return activation(out)
