@@ -85,7 +85,7 @@ PLOT_FLAGS   ?=
 # GPU slots, one per parallel run, empty: no GPU assignment; e.g. GPUS="0 1 2 3" (with -j 4)
 GPUS         ?=
 # extras installed into the venv; e.g. EXTRAS=dev,gpu (adds jax[cuda12]; then KERAS_BACKEND=jax)
-EXTRAS       ?= dev
+EXTRAS       ?= dev,hub
 # with KERAS_BACKEND=jax, compiled programs are kept here for later runs of the same shapes, empty: off; e.g. JAX_CACHE=
 JAX_CACHE    ?= $(abspath $(RUNS))/.jax-cache
 # pytest workers of `make test` (auto: one per CPU core); e.g. TEST_WORKERS=1

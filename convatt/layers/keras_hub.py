@@ -1,0 +1,158 @@
+"""KerasHub's transformer blocks with convatt's attention (needs the `hub` extra: keras-hub).
+
+`TransformerEncoder` and `TransformerDecoder` are KerasHub's layers of the same names
+whose attention layers are `convatt.layers.MultiHeadAttention` with the modifications
+given in `attention_options`; everything else (residuals, layer norms, feed-forward,
+masks, configs) is KerasHub's. Import this module explicitly; `convatt.layers` itself
+does not need keras-hub.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+try:
+    import keras_hub
+except ImportError as error:  # the optional extra
+    raise ImportError(
+        "convatt.layers.keras_hub needs keras-hub: pip install 'convatt[hub]' (or pip install keras-hub)."
+    ) from error
+
+from convatt.layers.multi_head_attention import MultiHeadAttention
+
+
+@keras.saving.register_keras_serializable(package="convatt")
+class CacheFreeMultiHeadAttention(MultiHeadAttention):
+    """`MultiHeadAttention` that takes KerasHub's `cache` arguments and refuses a cache.
+
+    KerasHub's decoder passes `cache=None, cache_update_index=None` when it runs on whole
+    sequences (training, scoring). A key/value cache (one token at a time) is refused:
+    the convolutions over the attention map read earlier queries' rows, which a cache of
+    keys and values does not keep; decode by running the whole prefix instead.
+    """
+
+    def call(self, query, value, key=None, cache=None, cache_update_index=None, **kwargs):
+        if cache is not None:
+            raise ValueError(
+                f"{self.name}: convatt's attention runs on whole sequences; a key/value cache "
+                "(one token at a time) is not supported. Call the decoder on the whole prefix."
+            )
+        return super().call(query, value, key=key, **kwargs)
+
+
+def _replace_attention(block, attribute: str, shape, value_shape, options: dict[str, Any]) -> None:
+    """Put convatt's attention, with KerasHub's own sizes and initialisers, in place of `attribute`."""
+    theirs = getattr(block, attribute)
+    # Keras' tracker keeps a replaced sublayer (and its weights) in `_layers`: take it out.
+    block._layers[:] = [layer for layer in block._layers if layer is not theirs]
+    ours = CacheFreeMultiHeadAttention(
+        num_heads=theirs.num_heads,
+        key_dim=theirs.key_dim,
+        dropout=theirs.dropout,
+        kernel_initializer=theirs._kernel_initializer,
+        bias_initializer=theirs._bias_initializer,
+        dtype=block.dtype_policy,
+        name=theirs.name,
+        **options,
+    )
+    ours.build(shape, value_shape)
+    setattr(block, attribute, ours)
+
+
+@keras.saving.register_keras_serializable(package="convatt")
+class TransformerEncoder(keras_hub.layers.TransformerEncoder):
+    """`keras_hub.layers.TransformerEncoder` with convatt's self-attention.
+
+    Args:
+        attention_options: dict. The modification options of
+            `convatt.layers.MultiHeadAttention` (e.g. `{"attention_conv": "2d"}`).
+        *args, **kwargs: as `keras_hub.layers.TransformerEncoder`.
+
+    Example:
+    ```python
+    from convatt.layers.keras_hub import TransformerEncoder
+
+    x = keras.Input((None, 64))
+    y = TransformerEncoder(intermediate_dim=128, num_heads=4,
+                           attention_options={"attention_conv": "2d", "alibi": True})(x)
+    ```
+
+    References:
+     - [Dufter, Schmitt & Schütze, 2020](https://aclanthology.org/2020.coling-main.324/)
+    """
+
+    def __init__(self, *args, attention_options: dict[str, Any] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.attention_options = dict(attention_options or {})
+
+    def build(self, inputs_shape):
+        super().build(inputs_shape)
+        _replace_attention(self, "_self_attention_layer", inputs_shape, inputs_shape, self.attention_options)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "attention_options": self.attention_options}
+
+
+@keras.saving.register_keras_serializable(package="convatt")
+class TransformerDecoder(keras_hub.layers.TransformerDecoder):
+    """`keras_hub.layers.TransformerDecoder` with convatt's self- and cross-attention.
+
+    The decoder is causal: its self-attention gets KerasHub's causal mask, and with a
+    convolution (`attention_conv`) both attentions align their query taps on past
+    queries (`conv_causal=True`, so the cross-attention, whose mask is not causal,
+    reads no later decoder position either). Whole sequences only: no key/value cache.
+
+    Args:
+        attention_options: dict. Modification options of `convatt.layers.MultiHeadAttention`
+            for the self-attention.
+        cross_attention_options: dict or None. Those of the cross-attention; None: none.
+        *args, **kwargs: as `keras_hub.layers.TransformerDecoder`.
+
+    Example:
+    ```python
+    from convatt.layers.keras_hub import TransformerDecoder
+
+    decoder_in, encoder_out = keras.Input((None, 64)), keras.Input((None, 64))
+    y = TransformerDecoder(intermediate_dim=128, num_heads=4,
+                           attention_options={"attention_conv": "2d"})(decoder_in, encoder_out)
+    ```
+
+    References:
+     - [Dufter, Schmitt & Schütze, 2020](https://aclanthology.org/2020.coling-main.324/)
+     - [Golovneva et al., 2025, Multi-Token Attention](https://arxiv.org/abs/2504.00927)
+    """
+
+    def __init__(
+        self,
+        *args,
+        attention_options: dict[str, Any] | None = None,
+        cross_attention_options: dict[str, Any] | None = None,
+        **kwargs,
+    ):
+        shapes = [kwargs.pop(name, None) for name in ("decoder_sequence_shape", "encoder_sequence_shape")]
+        super().__init__(*args, **kwargs)  # (unbuilt: KerasHub builds here when given the shapes)
+        self.attention_options = dict(attention_options or {})
+        self.cross_attention_options = None if cross_attention_options is None else dict(cross_attention_options)
+        if shapes[0]:  # a saved decoder: built now, as KerasHub's, before its weights load
+            self.build(*shapes)
+
+    @staticmethod
+    def _causal(options: dict[str, Any]) -> dict[str, Any]:
+        return {**options, "conv_causal": True} if options.get("attention_conv") else dict(options)
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        super().build(decoder_sequence_shape, encoder_sequence_shape)
+        self_options = self._causal(self.attention_options)
+        _replace_attention(self, "_self_attention_layer", decoder_sequence_shape, decoder_sequence_shape, self_options)
+        if self._cross_attention_layer is not None:
+            cross = self._causal(self.cross_attention_options or {})
+            _replace_attention(self, "_cross_attention_layer", decoder_sequence_shape, encoder_sequence_shape, cross)
+
+    def get_config(self) -> dict[str, Any]:
+        return {
+            **super().get_config(),
+            "attention_options": self.attention_options,
+            "cross_attention_options": self.cross_attention_options,
+        }

@@ -1,0 +1,29 @@
+"""docs/layers.md's Python examples run (under TensorFlow and, in `make test`, JAX); those
+that need KerasHub run where the `hub` extra is installed."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "layers.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+
+
+def test_the_page_has_examples():
+    assert len(BLOCKS) >= 4
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_example_runs(index, capsys):
+    block = BLOCKS[index]
+    needs = re.match(r"# needs: (\w+)", block)
+    if needs and importlib.util.find_spec(needs.group(1)) is None:
+        pytest.skip(f"needs {needs.group(1)} (pip install 'convatt[hub]')")
+    exec(compile(block, f"docs/layers.md example {index + 1}", "exec"), {})
+    printed = capsys.readouterr().out
+    assert printed.strip(), "every example prints what it computed"
+    if "nats per char" in printed:  # the language model learned: its loss fell by half
+        first, last = map(float, re.findall(r"([\d.]+) -> ([\d.]+)", printed)[0])
+        assert last < first / 2
