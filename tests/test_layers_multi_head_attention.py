@@ -302,3 +302,27 @@ def test_jit_compiled_training_matches_eager_and_learns_the_previous_token():
     history = model.fit(ids, targets, batch_size=32, epochs=25, verbose=0)
     np.testing.assert_allclose(model.predict(ids[:4], verbose=0), keras.ops.convert_to_numpy(model(ids[:4])), atol=1e-4)
     assert history.history["accuracy"][-1] > 0.9
+
+
+@pytest.mark.parametrize("name", ["Conv", "Conv2d", "MTA-kq", "P+R+Temp+Conv2d", "Conv+Shaw"])
+def test_the_tagger_layer_is_causal_too(name):
+    """SelfAttention shares the implementation: the same leak test through its one-input call."""
+    layer = SelfAttention(H, K, **EVERY[name])
+    x = inputs()
+    layer(x)
+    randomize(layer, 1)
+    before = keras.ops.convert_to_numpy(layer(x, use_causal_mask=True))
+    after = keras.ops.convert_to_numpy(layer(changed_at(x, LATER), use_causal_mask=True))
+    np.testing.assert_allclose(after[:, :LATER], before[:, :LATER], atol=1e-6)
+    assert np.abs(after[:, LATER:] - before[:, LATER:]).max() > 1e-3
+
+
+def test_max_len_binds_only_the_per_position_weights():
+    """Built with max_len=16 and no per-position weights, both layers take 32 tokens."""
+    options = dict(max_len=16, attention_conv="2d", alibi=True, relative_position_representation=2)
+    tagger, drop_in = SelfAttention(H, K, **options), MultiHeadAttention(H, K, **options)
+    tagger(inputs(length=16)), drop_in(inputs(length=16), inputs(length=16))
+    assert tuple(tagger(inputs(length=32)).shape) == (B, 32, H * K)
+    assert tuple(drop_in(inputs(length=32), inputs(length=32)).shape) == (B, 32, D)
+    with pytest.raises(ValueError, match="max_len=16"):
+        SelfAttention(H, K, max_len=16, position_interaction=True)(inputs(length=32))
