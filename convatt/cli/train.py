@@ -19,8 +19,8 @@ def cmd_train(args) -> None:
 
 def run_config_of(args: argparse.Namespace):
     """The `RunConfig` of `convatt train`'s parsed options (`convatt.train`'s, from the shell)."""
+    from convatt.protocol import Protocol
     from convatt.training.api import run_config
-    from convatt.training.protocol import Protocol
 
     items = {f.name: getattr(args, f.name) for f in Protocol.items()}
     options = ("seed", "embeddings", "embeddings_limit", "epochs", "limit", "mask_padding", "curve_every")
@@ -36,7 +36,7 @@ def run_config_of(args: argparse.Namespace):
 
 
 def _add_protocol_options(p: argparse.ArgumentParser) -> None:
-    from convatt.training.protocol import ORIGINAL, PROTOCOL_NAMES, Protocol
+    from convatt.protocol import ORIGINAL, PROTOCOL_NAMES, Protocol
 
     p.add_argument(
         "--protocol",

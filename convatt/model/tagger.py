@@ -37,8 +37,8 @@ from convatt.layers import (
 from convatt.layers.narrowing_self_attention import narrowing_num_heads
 from convatt.layers.self_attention import MODIFICATION_OPTIONS
 from convatt.model.variants import PRECISIONS, TaggerConfig
-from convatt.training.optimizers import RMSpropKeras2
-from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.protocol.optimizers import RMSpropKeras2
 
 
 @keras.saving.register_keras_serializable(package="convatt")

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convatt.errors import ConvattError
+from convatt.protocol import DEFAULT_PROTOCOL, LEGACY_PROTOCOL, ORIGINAL, Protocol
 from convatt.run.storage import is_our_temporary, read_json, write_json
-from convatt.training.protocol import DEFAULT_PROTOCOL, LEGACY_PROTOCOL, ORIGINAL, Protocol
 
 if TYPE_CHECKING:
     from convatt.model.variants import TaggerConfig

@@ -37,7 +37,7 @@ def run_config(
     """The `RunConfig` of `convatt train`'s options (the keyword arguments of `train`), not yet
     checked (`RunConfig.check`)."""
     from convatt.data.formats import data_format
-    from convatt.training.protocol import Protocol
+    from convatt.protocol import Protocol
 
     items = {f.name for f in Protocol.items()}
     unknown = sorted(set(protocol_items) - items)

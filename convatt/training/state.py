@@ -15,9 +15,9 @@ import keras
 from convatt.data import EncodedSplit
 from convatt.errors import ConvattError
 from convatt.model.prediction import predict_tags
+from convatt.protocol import Protocol
+from convatt.protocol.metrics import batch_mean_accuracy, token_accuracy
 from convatt.run.schema import RunConfig, check_types
-from convatt.training.metrics import batch_mean_accuracy, token_accuracy
-from convatt.training.protocol import Protocol
 
 
 @dataclass(frozen=True)

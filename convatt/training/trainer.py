@@ -1,6 +1,6 @@
 """Train one tagger with the paper's protocol and write a complete run directory.
 
-Protocol (REFERENCE.md; `convatt.training.protocol` for the original code's computations and
+Protocol (REFERENCE.md; `convatt.protocol` for the original code's computations and
 the Keras 3 alternative): RMSprop, batch 32, up to 100 epochs, early stopping with
 patience 3 on dev accuracy over non-PAD tokens (the original's per-batch mean by
 default), then the best epoch's weights are restored and evaluated exactly on dev
@@ -46,6 +46,7 @@ from convatt.errors import ConvattError
 from convatt.model.prediction import evaluate
 from convatt.model.tagger import build_tagger, count_parameters
 from convatt.model.variants import TaggerConfig
+from convatt.protocol import Protocol
 from convatt.run import provenance
 from convatt.run.advice import saved_run_config
 from convatt.run.fingerprint import DataFingerprint
@@ -76,7 +77,6 @@ from convatt.training import interrupt
 from convatt.training.callbacks import CURVE_COLUMNS, HISTORY_COLUMNS, Progress
 from convatt.training.checkpoints import Checkpoints
 from convatt.training.feed import TrainBatches
-from convatt.training.protocol import Protocol
 from convatt.training.sentence_scores import write_sentence_scores
 from convatt.training.state import DevScore, TrainState
 
@@ -390,7 +390,8 @@ class Trainer:
         for note in (data.note, data.vectors_note, unseen):
             if note:
                 self.log(f"note: {note}")
-        data.vocab.save(self.out / VOCAB_FILE)
+        text = data.vocab.to_json()  # written atomically: a kill never leaves half a vocab.json
+        write_atomically(self.out / VOCAB_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
         v = data.vocab
         self.log(
             f"{data.corpus_name}: {len(data.train):,} / {len(data.dev):,} / {len(data.test):,} "
