@@ -53,6 +53,21 @@ def _add_protocol_options(p: argparse.ArgumentParser) -> None:
 
 def add_command(sub) -> None:
     p = sub.add_parser("train", help="train and evaluate one run (resumes an interrupted one)")
+    _add_data_options(p)
+    _add_training_options(p)
+    _add_compute_options(p)
+    p.add_argument("--out", required=True, help="run directory")
+    p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="write TensorBoard logs to DIR: loss, train and dev accuracy per epoch, the dev curve",
+    )
+    _add_protocol_options(p)
+    p.set_defaults(func=cmd_train)
+
+
+def _add_data_options(p: argparse.ArgumentParser) -> None:
+    """What the run trains: the data format, the variant, its seed, the data and word vectors."""
     p.add_argument("--preset", required=True, help="the data format: ptb or ud (convatt.data.formats)")
     p.add_argument("--variant", required=True, help="e.g. san-pe-add (see `convatt params`)")
     p.add_argument("--seed", type=int, default=1, help="seeds the weights, dropout and batch order (0 to 2**32 - 1)")
@@ -68,6 +83,10 @@ def add_command(sub) -> None:
         default=option_default("embeddings_limit"),
         help="read the first N vectors of a .vec file, as the paper (0: all)",
     )
+
+
+def _add_training_options(p: argparse.ArgumentParser) -> None:
+    """How long it trains, on how much, PAD masking, and the dev curve."""
     p.add_argument(
         "--epochs",
         type=int,
@@ -85,6 +104,10 @@ def add_command(sub) -> None:
         default=option_default("curve_until"),
         help="... up to this global batch (-1: always)",
     )
+
+
+def _add_compute_options(p: argparse.ArgumentParser) -> None:
+    """How the steps compute: XLA and the dtype policy."""
     p.add_argument(
         "--jit-compile",
         choices=["auto", "on", "off"],
@@ -98,11 +121,3 @@ def add_command(sub) -> None:
         help="Keras dtype policy (float32: the paper's; mixed_bfloat16 is ~2x faster on CPUs with "
         "AVX512-BF16 and on GPUs); weights and the optimizer stay float32",
     )
-    p.add_argument("--out", required=True, help="run directory")
-    p.add_argument(
-        "--tensorboard",
-        metavar="DIR",
-        help="write TensorBoard logs to DIR: loss, train and dev accuracy per epoch, the dev curve",
-    )
-    _add_protocol_options(p)
-    p.set_defaults(func=cmd_train)
