@@ -39,13 +39,8 @@ def run_config(
     from convatt.data.formats import data_format
     from convatt.protocol import Protocol
 
-    items = {f.name for f in Protocol.items()}
-    unknown = sorted(set(protocol_items) - items)
-    if unknown:
-        raise ConvattError(f"unknown option(s) {', '.join(unknown)}; protocol items are {', '.join(sorted(items))}")
-    if jit_compile not in JIT:
-        raise ConvattError(f"jit_compile must be 'auto', 'on', 'off', True or False, not {jit_compile!r}")
-    run = RunConfig(
+    _check_options(protocol_items, jit_compile)
+    return RunConfig(
         preset=preset,
         variant=variant,
         seed=seed,
@@ -62,7 +57,18 @@ def run_config(
         protocol=Protocol.named(protocol).with_overrides(**protocol_items),
         precision=precision,
     )
-    return run
+
+
+def _check_options(protocol_items: dict, jit_compile) -> None:
+    """The options that `RunConfig.check` cannot see: the protocol items' names and `jit_compile`."""
+    from convatt.protocol import Protocol
+
+    items = {f.name for f in Protocol.items()}
+    unknown = sorted(set(protocol_items) - items)
+    if unknown:
+        raise ConvattError(f"unknown option(s) {', '.join(unknown)}; protocol items are {', '.join(sorted(items))}")
+    if jit_compile not in JIT:
+        raise ConvattError(f"jit_compile must be 'auto', 'on', 'off', True or False, not {jit_compile!r}")
 
 
 def train(

@@ -114,39 +114,10 @@ def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
             corpus, train=corpus.train[: run.limit], dev=corpus.dev[: run.limit], test=corpus.test[: run.limit]
         )
     vocab = build_vocabularies(corpus, run.preset, run.protocol)
-    vectors, vectors_note = None, ""
-    if config.pretrained_words:
-        if run.embeddings:
-            vectors, found = load_word_vectors(
-                run.embeddings,
-                vocab.words,
-                config.word_dim,
-                limit=run.embeddings_limit,
-                seed=run.seed,
-                random_pad_row=run.protocol.pad_inputs == "original",
-                oov_words=out_of_vocabulary(corpus, vocab.words) if run.protocol.oov_vector == "oov-word" else (),
-            )
-            vectors_note = f"pretrained vectors for {found:,} of {len(vocab.words):,} words from {run.embeddings}"
-        else:
-            vectors_note = (
-                "no --embeddings given: frozen random uniform(-0.05, 0.05) word vectors are used, "
-                "so the numbers are not comparable to the paper's fastText runs"
-            )
+    vectors, vectors_note = _word_vectors(run, config, corpus, vocab) if config.pretrained_words else (None, "")
     note = " ".join(s for s in [corpus.note, f"(--limit {run.limit})" if run.limit else ""] if s)
     encode = lambda sentences: encode_split(sentences, vocab, config.max_len, config.max_word_len)
     splits = {name: encode(getattr(corpus, name)) for name in ("train", "dev", "test")}
-    fingerprint = DataFingerprint.measure(
-        run.data,
-        corpus_files(run.preset, run.data),
-        {
-            "words vocabulary": vocab.words.tokens,
-            "chars vocabulary": vocab.chars.tokens,
-            "tags vocabulary": vocab.tags.tokens,
-            "ambiguous words": sorted(vocab.ambiguous),
-            **{f"{name} split": list(dataclasses.astuple(split)) for name, split in splits.items()},
-            "word vectors": vectors,
-        },
-    )
     return PreparedData(
         vocab,
         splits["train"],
@@ -157,8 +128,44 @@ def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
         corpus.name == "PTB-sample",
         vectors,
         vectors_note,
-        fingerprint,
+        _data_fingerprint(run, vocab, splits, vectors),
         unseen_tags(corpus.train, corpus.dev + corpus.test),
+    )
+
+
+def _word_vectors(run: RunConfig, config: TaggerConfig, corpus, vocab: Vocabularies) -> tuple[np.ndarray | None, str]:
+    """The frozen word vectors of a tagger with pretrained words (None: random ones), and a note on them."""
+    if not run.embeddings:
+        note = (
+            "no --embeddings given: frozen random uniform(-0.05, 0.05) word vectors are used, "
+            "so the numbers are not comparable to the paper's fastText runs"
+        )
+        return None, note
+    vectors, found = load_word_vectors(
+        run.embeddings,
+        vocab.words,
+        config.word_dim,
+        limit=run.embeddings_limit,
+        seed=run.seed,
+        random_pad_row=run.protocol.pad_inputs == "original",
+        oov_words=out_of_vocabulary(corpus, vocab.words) if run.protocol.oov_vector == "oov-word" else (),
+    )
+    return vectors, f"pretrained vectors for {found:,} of {len(vocab.words):,} words from {run.embeddings}"
+
+
+def _data_fingerprint(run: RunConfig, vocab: Vocabularies, splits: dict, vectors) -> DataFingerprint:
+    """What the run trains on: its data files, vocabularies, encoded splits and word vectors."""
+    return DataFingerprint.measure(
+        run.data,
+        corpus_files(run.preset, run.data),
+        {
+            "words vocabulary": vocab.words.tokens,
+            "chars vocabulary": vocab.chars.tokens,
+            "tags vocabulary": vocab.tags.tokens,
+            "ambiguous words": sorted(vocab.ambiguous),
+            **{f"{name} split": list(dataclasses.astuple(split)) for name, split in splits.items()},
+            "word vectors": vectors,
+        },
     )
 
 
