@@ -73,6 +73,7 @@ RUN_COLUMNS = (
     + ["is_sample", "corpus_note", "embeddings", "limit", "max_epochs", "curve_every", "curve_until"]
     + [f"{split}_{m}" for split in SPLITS for m in METRICS]
     + [f"{split}_n_{m}" for split in SPLITS for m in METRICS]
+    + [f"{split}_bits_per_symbol" for split in SPLITS]  # a causal sequence task's (NaN for the tagger)
     + RESULT_DETAILS
 )
 # Runs that repeat one of these are counted once.
@@ -128,6 +129,8 @@ def _row(run: FinishedRun) -> dict:
         for m in METRICS:
             row[f"{split}_{m}"] = math.nan if scores.get(m) is None else float(scores[m])
             row[f"{split}_n_{m}"] = scores.get(f"n_{m}")
+        bits = scores.get("bits_per_symbol")
+        row[f"{split}_bits_per_symbol"] = math.nan if bits is None else float(bits)
     row.update({k: getattr(result, k) for k in RESULT_DETAILS})
     return row
 

@@ -24,7 +24,7 @@ def run_config(
     data: str | Path | None = None,
     embeddings: str | Path | None = None,
     embeddings_limit: int | None = option_default("embeddings_limit"),
-    epochs: int = option_default("epochs"),
+    epochs: int | None = None,
     limit: int | None = None,
     mask_padding: bool = False,
     curve_every: int = option_default("curve_every"),
@@ -45,6 +45,10 @@ def run_config(
         raise ConvattError(f"unknown option(s) {', '.join(unknown)}; protocol items are {', '.join(sorted(items))}")
     if jit_compile not in JIT:
         raise ConvattError(f"jit_compile must be 'auto', 'on', 'off', True or False, not {jit_compile!r}")
+    if epochs is None:  # the paper's 100 for the tagger, a causal sequence task's own
+        from convatt.run.schema import preset_epochs
+
+        epochs = preset_epochs(preset)
     run = RunConfig(
         preset=preset,
         variant=variant,
