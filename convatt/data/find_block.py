@@ -55,6 +55,11 @@ class FindBlockSpec:
         """Symbols before the answer: the blocks, their separators, "#" and the query."""
         return self.n_blocks * (self.block_len + 1) + self.query_len
 
+    @property
+    def name(self) -> str:
+        """The corpus name of its samples, e.g. "find-block-N5-L2-B4"."""
+        return f"find-block-N{self.block_len}-L{self.query_len}-B{self.n_blocks}"
+
     @classmethod
     def load(cls, path: Path) -> FindBlockSpec:
         try:
@@ -119,5 +124,4 @@ def read_find_block(path: Path) -> Corpus:
     """The samples of the spec file `path` as a Corpus of causal taggings (see the module's doc)."""
     spec = FindBlockSpec.load(path)
     train, dev, test = ([s.sentence() for s in split] for split in generate(spec))
-    name = f"find-block-N{spec.block_len}-L{spec.query_len}-B{spec.n_blocks}"
-    return Corpus(name, train, dev, test)
+    return Corpus(spec.name, train, dev, test)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from convatt.data.formats import has_treebanks
+from convatt.data.formats import CHAR_LM, TOY, has_treebanks
 from convatt.data.ud import treebank_key, treebank_name
 from convatt.errors import ConvattError
 from convatt.model.variants import VARIANTS
@@ -138,8 +138,10 @@ def _row(run: FinishedRun) -> dict:
 def _running_row(run: RunningRun) -> dict:
     """The row of a run still training: its identity from config.json, no scores yet."""
     config = run.config
-    if config.preset == "ud":
+    if config.preset in ("ud", CHAR_LM.name):
         corpus = treebank_name(config.data)
+    elif config.preset == TOY.name:
+        corpus = _find_block_name(config.data)
     else:
         corpus = "PTB-sample" if Path(config.data).name.startswith("ptb-sample") else "PTB"
     label = label_of(config.variant)
@@ -167,6 +169,15 @@ def _running_row(run: RunningRun) -> dict:
         epochs_run=len(run.history),
     )
     return row
+
+
+def _find_block_name(spec_path: str) -> str:
+    from convatt.data.find_block import FindBlockSpec
+
+    try:
+        return FindBlockSpec.load(Path(spec_path)).name
+    except ConvattError:  # moved or changed since the run started
+        return Path(spec_path).stem
 
 
 @dataclass(frozen=True)
