@@ -174,3 +174,4 @@ def test_a_charlm_run_writes_the_tables_and_figures(tmp_path):
     assert "SAN+PE[add]+Conv2d[pre]" in (tmp_path / "results" / "char_lm.md").read_text()
     plots = write_plots(tmp_path / "runs", tmp_path / "results")
     assert any(p.name == "charlm_dev_by_step.png" for p in plots.paths)
+    assert not any(p.name.startswith("figure2") for p in plots.paths)  # the tagger's Figure 2: no runs for it

@@ -347,7 +347,8 @@ def write_plots(
             "batches by default; shorter runs have none), so Figure 2 was not drawn"
         )
         return written
-    written.paths += save(figure2(curves, band, records.runs), out / "figure2_dev_by_step")
+    if curves["preset"].isin([PTB.name, UD.name]).any():  # not for causal sequence tasks' runs alone
+        written.paths += save(figure2(curves, band, records.runs), out / "figure2_dev_by_step")
     for preset in (PTB.name, UD.name):
         if (curves["preset"] == preset).any():
             written.paths += save(plot_steps(curves, preset, band), out / f"figure2_{preset}_dev_by_step")
