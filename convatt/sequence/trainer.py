@@ -18,11 +18,9 @@ import dataclasses
 from dataclasses import dataclass
 
 import keras
-import numpy as np
 
 from convatt import __version__
 from convatt.data import corpus_files, load_corpus
-from convatt.data.batching import batch_order
 from convatt.data.formats import data_format
 from convatt.model.tagger import count_parameters
 from convatt.run import provenance
@@ -42,7 +40,7 @@ from convatt.run.storage import remove_temporaries, write_atomically, write_csv,
 from convatt.sequence.config import make_sequence_config
 from convatt.sequence.data import SequenceSplit, encode_sequences, symbol_vocabulary
 from convatt.sequence.model import build_causal_model
-from convatt.training.feed import TrainBatches, shuffle_seed
+from convatt.training.feed import TrainBatches
 from convatt.training.state import TrainState
 from convatt.training.trainer import Trainer, configure_matmul_precision
 
@@ -86,16 +84,10 @@ class SequenceBatches(TrainBatches):
     """(symbols, next symbols, weights) of the epochs left, in `TrainBatches`' order."""
 
     def __init__(self, split: SequenceSplit, batch_size: int, seed: int, first_epoch: int):
-        keras.utils.PyDataset.__init__(self, workers=1, use_multiprocessing=False)
-        self.split, self.batch_size, self.seed, self.first_epoch = split, batch_size, seed, first_epoch
-        self.n_batches = max(1, -(-len(split) // batch_size))
-        self._orders: dict[int, list[np.ndarray]] = {}
+        super().__init__(split, batch_size, seed, first_epoch, few_shapes=False)
 
-    def order(self, epoch: int) -> list[np.ndarray]:
-        if epoch not in self._orders:
-            self._orders = {e: o for e, o in self._orders.items() if e == epoch - 1}
-            self._orders[epoch] = batch_order(len(self.split), self.batch_size, shuffle_seed(self.seed, epoch))
-        return self._orders[epoch]
+    def n_rows(self) -> int:
+        return len(self.split)
 
     def tokens(self, epoch: int, batch: int) -> float:
         return float(self.split.weights[self.order(epoch)[batch - 1]].sum())
