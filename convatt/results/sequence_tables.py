@@ -40,6 +40,11 @@ def _over_seeds(runs: pd.DataFrame, values: dict[str, pd.Series]) -> pd.DataFram
     return in_model_order(pd.DataFrame(rows), ["corpus"]) if rows else pd.DataFrame(rows)
 
 
+def _bits(mean: float, std: float) -> str:
+    """Bits with three decimals, "± std" when there are two seeds or more."""
+    return f"{mean:.3f}" + ("" if pd.isna(std) else f" ± {std:.3f}")
+
+
 def toy_frame(runs: pd.DataFrame) -> pd.DataFrame:
     toy = runs[runs["preset"] == TOY.name]
     return _over_seeds(toy, {"error": 100 * (1 - toy["test_all"]), "dev_error": 100 * (1 - toy["dev_all"])})
@@ -75,7 +80,7 @@ def toy_table(runs: pd.DataFrame) -> Table:
 def charlm_table(runs: pd.DataFrame) -> Table:
     frame = charlm_frame(runs)
     rows = [
-        [r["corpus"], r["model"], str(r["seeds"]), f"{r['bpc']:.3f} ± {r['bpc_std']:.3f}", r["bpc_per_seed"],
+        [r["corpus"], r["model"], str(r["seeds"]), _bits(r["bpc"], r["bpc_std"]), r["bpc_per_seed"],
          fmt(r["accuracy"], r["accuracy_std"])]
         for _, r in frame.iterrows()
     ]  # fmt: skip
