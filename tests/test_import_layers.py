@@ -21,6 +21,7 @@ FLOORS = (
     ("protocol",),
     ("data",),
     ("model",),
+    ("sequence",),
     ("run",),
     ("training",),
     ("results",),

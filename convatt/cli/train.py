@@ -68,7 +68,11 @@ def add_command(sub) -> None:
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
     """What the run trains: the data format, the variant, its seed, the data and word vectors."""
-    p.add_argument("--preset", required=True, help="the data format: ptb or ud (convatt.data.formats)")
+    p.add_argument(
+        "--preset",
+        required=True,
+        help="the data format: ptb or ud (the tagger), toy or charlm (causal sequence tasks; convatt.data.formats)",
+    )
     p.add_argument("--variant", required=True, help="e.g. san-pe-add (see `convatt params`)")
     p.add_argument("--seed", type=int, default=1, help="seeds the weights, dropout and batch order (0 to 2**32 - 1)")
     p.add_argument(
@@ -90,8 +94,8 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--epochs",
         type=int,
-        default=option_default("epochs"),
-        help=f"maximum epochs (early stopping, patience {option_default('patience')})",
+        help=f"maximum epochs (early stopping, patience {option_default('patience')}; default: "
+        f"{option_default('epochs')}, the paper's, for the tagger; the toy and charlm presets' own)",
     )
     p.add_argument("--limit", type=int, help="use at most N sentences per split (smoke runs)")
     p.add_argument("--mask-padding", action="store_true", help="mask PAD keys in attention (not in the paper)")

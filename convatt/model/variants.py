@@ -90,6 +90,18 @@ ATTENTION_VARIANTS = [
     "san-pe-add-narrowing",
 ]
 
+# Beyond tagging: the causal sequence tasks' grids (`convatt.sequence`; make toy-all, lm-all).
+TOY_VARIANTS = ["san-pe-add", "san-pe-add-conv2d", "san-pe-add-conv2d-pre", "san-pe-add-talking"]
+CHARLM_VARIANTS = [
+    "san-pe-add",
+    "san-p-r",
+    "san-pe-add-temp",
+    "san-pe-add-conv",
+    "san-pe-add-conv2d",
+    "san-pe-add-conv2d-pre",
+    "san-pe-add-talking",
+]
+
 
 @dataclass(frozen=True)
 class TaggerConfig:

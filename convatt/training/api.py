@@ -24,7 +24,7 @@ def run_config(
     data: str | Path | None = None,
     embeddings: str | Path | None = None,
     embeddings_limit: int | None = option_default("embeddings_limit"),
-    epochs: int = option_default("epochs"),
+    epochs: int | None = None,
     limit: int | None = None,
     mask_padding: bool = False,
     curve_every: int = option_default("curve_every"),
@@ -40,6 +40,10 @@ def run_config(
     from convatt.protocol import Protocol
 
     _check_options(protocol_items, jit_compile)
+    if epochs is None:  # the paper's 100 for the tagger, a causal sequence task's own
+        from convatt.run.schema import preset_epochs
+
+        epochs = preset_epochs(preset)
     return RunConfig(
         preset=preset,
         variant=variant,

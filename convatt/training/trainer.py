@@ -201,12 +201,23 @@ def train_result(
         with run_lock(out / LOCK_FILE):
             if (out / RESULT_FILE).exists():  # finished by another process meanwhile
                 return RunResult.load(out)
-            return Trainer(run, out, log, list(callbacks), tensorboard).run()
+            return _trainer_class(run)(run, out, log, list(callbacks), tensorboard).run()
     except OSError as e:  # e.g. mkdir or the lock: a read-only or full file system, a file in the way
         raise ConvattError(os_error_reason(e), e.filename or out) from e
     finally:
         if created and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # failed before writing anything: leave no trace
+
+
+def _trainer_class(run: RunConfig) -> type[Trainer]:
+    """The tagger's `Trainer`, or a causal sequence task's (`convatt.training.sequence_trainer`)."""
+    from convatt.data.formats import is_sequence_preset
+
+    if is_sequence_preset(run.preset):
+        from convatt.training.sequence_trainer import SequenceTrainer
+
+        return SequenceTrainer
+    return Trainer
 
 
 def _check_finished_model(out: Path) -> None:
@@ -301,7 +312,7 @@ class Trainer:
     def _fit(self, model: keras.Model, data: PreparedData, state: TrainState) -> None:
         """Train the remaining epochs through `fit`; the best epoch's weights are restored."""
         run = self.run_config
-        batches = TrainBatches(data.train, run.batch_size, run.seed, state.epoch + 1, bool(model.jit_compile))
+        batches = self._train_batches(data, state, model)
         callbacks, stop, meter = self._callbacks(data, state, batches)
         try:
             model.fit(
@@ -325,6 +336,11 @@ class Trainer:
                 raise ConvattError("a callback stopped training before the first epoch ended: nothing to evaluate")
             self.log(f"stopped by a callback in epoch {state.epoch + 1}; the best epoch so far is evaluated")
             model.load_weights(self.checkpoints.best_weights(state.best_epoch))
+
+    def _train_batches(self, data: PreparedData, state: TrainState, model: keras.Model) -> TrainBatches:
+        """The batches of the epochs left to train."""
+        run = self.run_config
+        return TrainBatches(data.train, run.batch_size, run.seed, state.epoch + 1, bool(model.jit_compile))
 
     def _terminal(self) -> bool:
         """A live progress bar (Keras') on a terminal; lines (`Progress`) in logs."""
