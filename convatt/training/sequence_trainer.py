@@ -154,16 +154,8 @@ class SequenceTrainer(Trainer):
             f"train/dev/test sequences of up to {data.max_len} symbols; {len(data.symbols):,} symbols"
         )
 
-    def _restore_or_build(self, data: PreparedSequences) -> tuple[keras.Model, TrainState]:
-        if self.checkpoints.exists:
-            model, state = self.checkpoints.restore()
-            self.log(
-                f"resuming from epoch {state.epoch} (best dev {100 * state.best_dev:.2f}% at epoch {state.best_epoch})"
-            )
-            return model, state
-        keras.utils.set_random_seed(self.run_config.seed)
-        model = build_causal_model(self.config, len(data.symbols), self.run_config.jit_compile)
-        return model, TrainState()
+    def _build_model(self, data: PreparedSequences) -> keras.Model:
+        return build_causal_model(self.config, len(data.symbols), self.run_config.jit_compile)
 
     def _result(self, model: keras.Model, data: PreparedSequences, state: TrainState, n_params: int) -> RunResult:
         run = self.run_config

@@ -428,9 +428,12 @@ class Trainer:
                 f"resuming from epoch {state.epoch} (best dev {100 * state.best_dev:.2f}% at epoch {state.best_epoch})"
             )
             return model, state
-        keras.utils.set_random_seed(self.run_config.seed)
+        keras.utils.set_random_seed(self.run_config.seed)  # the initial weights, as the run's seed says
+        return self._build_model(data), TrainState()
+
+    def _build_model(self, data: PreparedData) -> keras.Model:
         v = data.vocab
-        model = build_tagger(
+        return build_tagger(
             self.config,
             len(v.words),
             len(v.chars),
@@ -440,7 +443,6 @@ class Trainer:
             protocol=self.run_config.protocol,
             dtype_policy=self.run_config.precision,
         )
-        return model, TrainState()
 
     def _result(self, model: keras.Model, data: PreparedData, state: TrainState, n_params: int) -> RunResult:
         run, tag_names = self.run_config, list(data.vocab.tags.tokens)
