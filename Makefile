@@ -12,7 +12,7 @@
 #   make ud-positions   ... and on UD
 #   make ptb-attention  beyond the paper: other ways to process the attention matrix (ATTENTION_VARIANTS) on PTB
 #   make ud-attention   ... and on UD
-#   make toy-all        beyond tagging: Multi-Token Attention's find-the-block task, TOY_VARIANTS x SEEDS (12 runs)
+#   make toy-all        beyond tagging: Multi-Token Attention's find-the-block task, TOY_VARIANTS x SEEDS (15 runs)
 #   make lm-all         beyond tagging: a character language model on UD English-GUM, CHARLM_VARIANTS x SEEDS (21 runs)
 #   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*, efficiency_*
 #   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}

@@ -131,6 +131,7 @@ def _self_attention(config: TaggerConfig, index: int, dtype_policy: str) -> Self
             "relative_bias": spec.relative_bias and first,
             "relative_position_representation": config.shaw_clip if spec.shaw else None,
             "relative_bias_parameterization": config.relative_bias_parameterization,
+            **({"conv_kernel_size": spec.conv_kernel} if spec.conv_kernel else {}),
         },
         name=f"attention_{index + 1}",
         dtype=dtype_policy,

@@ -34,6 +34,7 @@ class Variant:
     attention: str = "standard"  # "standard" | "denser" (Kim §3.1) | "narrowing" (Kim §3.2)
     conv_before_softmax: bool = False  # attention_conv on the scores, before the softmax
     talking_heads: bool = False  # Shazeer et al. (2020)
+    conv_kernel: tuple[int, int] | None = None  # attention_conv "2d"'s (query taps, key taps); None: the model's
 
 
 VARIANTS: dict[str, Variant] = {
@@ -59,6 +60,15 @@ VARIANTS: dict[str, Variant] = {
             position_embedding="add",
             attention_conv="2d",
             conv_before_softmax=True,
+        ),
+        # The paper's convolution after the softmax with Multi-Token Attention's kernel shape:
+        # beside +Conv2d[pre], it tells the kernel's shape from its place.
+        Variant(
+            "san-pe-add-conv2d-2x9",
+            "SAN+PE[add]+Conv2d[2x9]",
+            position_embedding="add",
+            attention_conv="2d",
+            conv_kernel=(2, 9),
         ),
         Variant("san-pe-add-talking", "SAN+PE[add]+Talking", position_embedding="add", talking_heads=True),
         Variant("san-pe-add-denser", "SAN+PE[add]+Denser", position_embedding="add", attention="denser"),
@@ -91,7 +101,13 @@ ATTENTION_VARIANTS = [
 ]
 
 # Beyond tagging: the causal sequence tasks' grids (`convatt.sequence`; make toy-all, lm-all).
-TOY_VARIANTS = ["san-pe-add", "san-pe-add-conv2d", "san-pe-add-conv2d-pre", "san-pe-add-talking"]
+TOY_VARIANTS = [
+    "san-pe-add",
+    "san-pe-add-conv2d",
+    "san-pe-add-conv2d-2x9",
+    "san-pe-add-conv2d-pre",
+    "san-pe-add-talking",
+]
 CHARLM_VARIANTS = [
     "san-pe-add",
     "san-p-r",

@@ -7,7 +7,7 @@
 As in the tagger, +P and +R act in the first layer only; every modification is causal under
 `use_causal_mask` (no output depends on a later symbol). +Conv and +Conv2d use the paper's
 kernel (3) after the softmax; +Conv2d[pre] is Multi-Token Attention's key-query convolution
-before the softmax (2 queries x 9 keys).
+before the softmax (2 queries x 9 keys); a variant's own `conv_kernel` replaces either.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def attention_options(config: SequenceModelConfig, index: int) -> dict:
     )
     if spec.attention_conv:
         pre = spec.conv_before_softmax and spec.attention_conv == "2d"
-        options["conv_kernel_size"] = config.pre_softmax_kernel if pre else config.post_softmax_kernel
+        default = config.pre_softmax_kernel if pre else config.post_softmax_kernel
+        options["conv_kernel_size"] = spec.conv_kernel or default
     if options["position_interaction"] or options["relative_bias"] or spec.attention_conv == "1d":
         options["max_len"] = config.max_len
     return options
