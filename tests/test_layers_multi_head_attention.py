@@ -29,6 +29,7 @@ ALONE = {
     "Conv-pre": dict(attention_conv="1d", max_len=T, conv_before_softmax=True),
     "Conv2d-pre": dict(attention_conv="2d", conv_before_softmax=True),
     "MTA-kq": dict(attention_conv="2d", conv_before_softmax=True, conv_kernel_size=(2, 9)),
+    "Conv2d-2x9": dict(attention_conv="2d", conv_kernel_size=(2, 9)),  # MTA's kernel after the softmax
     "Talking": dict(talking_heads=True),
 }
 COMBINED = {

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from convatt.data.char_text import CHUNK_LEN
 from convatt.data.formats import data_format
 from convatt.errors import ConvattError
-from convatt.model.variants import CHARLM_VARIANTS, VARIANTS, Variant, _check_name
+from convatt.model.variants import CHARLM_VARIANTS, TOY_VARIANTS, VARIANTS, Variant, _check_name
 
-SEQUENCE_VARIANTS = CHARLM_VARIANTS
+SEQUENCE_VARIANTS = list(dict.fromkeys(CHARLM_VARIANTS + TOY_VARIANTS))
 """The variants a causal model supports: the paper's (bar SAN and PE[con]) and the attention ones."""
 
 
