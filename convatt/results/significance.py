@@ -3,7 +3,7 @@
 Numbers first (data frames), rendering second (`Table`s), as `convatt.results.tables`:
 
     comparison_frame(runs)    per corpus (treebank) and setting, each variant against SAN+PE[add]
-                              (and +Conv2d against +Conv): the mean paired difference of test
+                              (and the pairs of EXTRA_PAIRS): the mean paired difference of test
                               accuracy over seeds, its 95% CI by a sentence-level bootstrap with
                               the seeds paired, a sentence-permutation p-value, and almost
                               stochastic order (ASO) over seeds where both have >= 3
@@ -36,7 +36,13 @@ from convatt.results.stats import t_interval
 from convatt.run.schema import SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE
 
 REFERENCE = "san-pe-add"
-EXTRA_PAIRS = (("san-pe-add-conv2d", "san-pe-add-conv"),)  # (variant, reference) beyond "against REFERENCE"
+# (variant, reference) beyond "against REFERENCE", where both ran: 2d against 1d; then the
+# convolution's kernel shape (both after the softmax) and its place (the same 2 x 9 kernel).
+EXTRA_PAIRS = (
+    ("san-pe-add-conv2d", "san-pe-add-conv"),
+    ("san-pe-add-conv2d-2x9", "san-pe-add-conv2d"),
+    ("san-pe-add-conv2d-pre", "san-pe-add-conv2d-2x9"),
+)
 CONFIDENCE = 0.95
 MARGIN = 1.0  # points: "equivalent within MARGIN of the paper"
 MIN_ASO_SEEDS = 3
@@ -433,7 +439,7 @@ def _sequence_significance(comparisons_all: pd.DataFrame) -> list[Table]:
         if ours.empty:
             continue
         what = "exact match per sample" if task.task == "find-block" else "next-character accuracy per chunk"
-        title = f"Significance: {task.label} ({what}), variants against SAN+PE[add] (and +Conv2d against +Conv)"
+        title = f"Significance: {task.label} ({what}), variants against SAN+PE[add] (and the convolutions' pairs)"
         notes = comparison_notes(ours)
         tables.append(Table(f"significance_{task.name}", title, ours, comparison_markdown(ours, title, notes), notes))
     return tables
