@@ -61,8 +61,13 @@ VARIANTS: dict[str, Variant] = {
             attention_conv="2d",
             conv_before_softmax=True,
         ),
-        # The paper's convolution after the softmax with Multi-Token Attention's kernel shape:
-        # beside +Conv2d[pre], it tells the kernel's shape from its place.
+        Variant("san-pe-add-talking", "SAN+PE[add]+Talking", position_embedding="add", talking_heads=True),
+        Variant("san-pe-add-denser", "SAN+PE[add]+Denser", position_embedding="add", attention="denser"),
+        Variant("san-denser", "SAN+Denser", attention="denser"),  # as in Kim's study: no positions
+        Variant("san-pe-add-narrowing", "SAN+PE[add]+Narrowing", position_embedding="add", attention="narrowing"),
+        # Beyond tagging: the paper's convolution after the softmax with Multi-Token Attention's
+        # kernel shape; beside +Conv2d[pre], it tells the kernel's shape from its place. Last,
+        # so that the variants before it keep their colours (`convatt.results.style`).
         Variant(
             "san-pe-add-conv2d-2x9",
             "SAN+PE[add]+Conv2d[2x9]",
@@ -70,10 +75,6 @@ VARIANTS: dict[str, Variant] = {
             attention_conv="2d",
             conv_kernel=(2, 9),
         ),
-        Variant("san-pe-add-talking", "SAN+PE[add]+Talking", position_embedding="add", talking_heads=True),
-        Variant("san-pe-add-denser", "SAN+PE[add]+Denser", position_embedding="add", attention="denser"),
-        Variant("san-denser", "SAN+Denser", attention="denser"),  # as in Kim's study: no positions
-        Variant("san-pe-add-narrowing", "SAN+PE[add]+Narrowing", position_embedding="add", attention="narrowing"),
     ]
 }
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from convatt.model.variants import ATTENTION_VARIANTS, VARIANTS
 
-# tab10, two more, then five of tab20b for the variants beyond the paper's attention; assigned in
+# tab10, two more, then six of tab20b for the variants beyond the paper's attention; assigned in
 # the order of VARIANTS so that the variants of one family get different colours.
 _PALETTE = [
     "#1f77b4",
@@ -33,6 +33,7 @@ _PALETTE = [
     "#637939",
     "#843c39",
     "#7b4173",
+    "#ad494a",
 ]
 COLORS = {v: _PALETTE[i % len(_PALETTE)] for i, v in enumerate(VARIANTS)}
 UNKNOWN_COLOR = "#555555"
@@ -56,7 +57,7 @@ FAMILIES = (
     Family("Attention: the paper's", ("san-pe-add", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d")),
     Family(
         "Attention: other ways",
-        tuple(ATTENTION_VARIANTS),
+        (*ATTENTION_VARIANTS, "san-pe-add-conv2d-2x9"),
         references=("san-pe-add", "san-pe-add-conv2d"),
     ),
 )
