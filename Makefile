@@ -12,6 +12,8 @@
 #   make ud-positions   ... and on UD
 #   make ptb-attention  beyond the paper: other ways to process the attention matrix (ATTENTION_VARIANTS) on PTB
 #   make ud-attention   ... and on UD
+#   make toy-all        beyond tagging: Multi-Token Attention's find-the-block task, TOY_VARIANTS x SEEDS (12 runs)
+#   make lm-all         beyond tagging: a character language model on UD English-GUM, CHARLM_VARIANTS x SEEDS (21 runs)
 #   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*, efficiency_*
 #   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}
 #   make docs-results   the committed docs/results/ from RUNS, and the copies of its tables in README.md and docs/results.md
@@ -60,6 +62,12 @@ UD_DATA_DIR  ?= data/ud-2.2
 UD_DATA_FLAGS ?=
 # where `make ud-compact` writes the FORM/UPOS copy of UD_DIR; e.g. UD_COMPACT_DIR=/scratch/ud-2.2-compact
 UD_COMPACT_DIR ?= data/ud-2.2-compact
+# the find-the-block task's spec (toy-all); e.g. TOY_SPEC=my-find-block.json
+TOY_SPEC     ?= convatt/embedded/find-block/n5-l2.json
+# the treebank whose text the character language model reads (lm-all); e.g. LM_DIR=convatt/embedded/ud-2.2/UD_English-LinES
+LM_DIR       ?= convatt/embedded/ud-2.2/UD_English-GUM
+# toy-all and lm-all: the dev curve every N batches; e.g. SEQ_CURVE_EVERY=50
+SEQ_CURVE_EVERY ?= 100
 # fastText vectors for PTB (the paper: wiki-news-300d-1M-subword.vec), empty: none; e.g. EMBEDDINGS=/data/wiki-news-300d-1M-subword.vec
 EMBEDDINGS   ?=
 # the seeds of every grid; e.g. SEEDS="1 2"
@@ -121,6 +129,8 @@ PAPER_VARIANTS    := $(call grid_list,paper)
 UD_VARIANTS       := $(call grid_list,ud)
 POSITION_VARIANTS := $(call grid_list,positions)
 ATTENTION_VARIANTS := $(call grid_list,attention)
+TOY_VARIANTS      := $(call grid_list,toy)
+CHARLM_VARIANTS   := $(call grid_list,charlm)
 PAPER_TREEBANKS   := $(call grid_list,treebanks)
 
 UD_WANTED  := $(patsubst UD_%,%,$(or $(TREEBANKS),$(PAPER_TREEBANKS)))
@@ -129,6 +139,7 @@ UD_MISSING := $(filter-out $(UD_FOUND),$(UD_WANTED))
 
 # $(call ptb_runs,VARIANTS) / $(call ud_runs,VARIANTS): the result.json targets
 ptb_runs = $(foreach v,$(or $(VARIANTS),$(1)),$(foreach s,$(SEEDS),$(RUNS)/ptb/$(v)/seed$(s)/result.json))
+seq_runs = $(foreach v,$(or $(VARIANTS),$(2)),$(foreach s,$(SEEDS),$(RUNS)/$(1)/$(v)/seed$(s)/result.json))
 ud_runs = $(foreach t,$(UD_FOUND),$(foreach v,$(or $(VARIANTS),$(1)),$(foreach s,$(SEEDS),$(RUNS)/ud/UD_$(t)/$(v)/seed$(s)/result.json)))
 
 PTB_ALL       := $(call ptb_runs,$(PAPER_VARIANTS))
@@ -137,6 +148,8 @@ PTB_POSITIONS := $(call ptb_runs,$(POSITION_VARIANTS))
 UD_POSITIONS  := $(call ud_runs,$(POSITION_VARIANTS))
 PTB_ATTENTION := $(call ptb_runs,$(ATTENTION_VARIANTS))
 UD_ATTENTION  := $(call ud_runs,$(ATTENTION_VARIANTS))
+TOY_ALL       := $(call seq_runs,toy,$(TOY_VARIANTS))
+LM_ALL        := $(call seq_runs,charlm,$(CHARLM_VARIANTS))
 
 # One line each, before anything runs, for the targets they concern.
 ifneq ($(filter ud-all ud-positions ud-attention status,$(MAKECMDGOALS)),)
@@ -156,7 +169,7 @@ endif
 endif
 
 # ---- the runs ----
-.PHONY: ptb-all ud-all ptb-positions ud-positions ptb-attention ud-attention
+.PHONY: ptb-all ud-all ptb-positions ud-positions ptb-attention ud-attention toy-all lm-all
 ifeq ($(SUBMIT),)
 ptb-all: $(PTB_ALL)
 ud-all: $(UD_ALL)
@@ -164,6 +177,8 @@ ptb-positions: $(PTB_POSITIONS)
 ud-positions: $(UD_POSITIONS)
 ptb-attention: $(PTB_ATTENTION)
 ud-attention: $(UD_ATTENTION)
+toy-all: $(TOY_ALL)
+lm-all: $(LM_ALL)
 else ifeq ($(SUBMIT),slurm)
 # One job array of the grid's runs that are neither finished nor queued/running; each
 # array task runs the run's train_command (experiments/slurm_submit.py). The task list
@@ -186,6 +201,10 @@ ptb-attention: | $(VENV_STAMP)
 	@$(call slurm_submit,$(PTB_ATTENTION))
 ud-attention: | $(VENV_STAMP)
 	@$(call slurm_submit,$(UD_ATTENTION))
+toy-all: | $(VENV_STAMP)
+	@$(call slurm_submit,$(TOY_ALL))
+lm-all: | $(VENV_STAMP)
+	@$(call slurm_submit,$(LM_ALL))
 else
 $(error SUBMIT=$(SUBMIT): the one value is "slurm" (submit to Slurm); leave it empty to run here)
 endif
@@ -198,9 +217,15 @@ train_flags = --preset $(1) --variant $(2) --seed $(patsubst seed%,%,$(3)) --dat
   $(if $(and $(filter ptb,$(1)),$(EMBEDDINGS)),--embeddings $(EMBEDDINGS)) $(if $(EPOCHS),--epochs $(EPOCHS)) \
   $(if $(LIMIT),--limit $(LIMIT)) $(if $(MASK_PADDING),--mask-padding) $(if $(PRECISION),--precision $(PRECISION)) \
   $(if $(TENSORBOARD),--tensorboard $(5)/tensorboard) $(TRAIN_FLAGS) --out $(5)
+# the causal sequence tasks (RUNS/toy/<variant>/seed<S>, RUNS/charlm/<variant>/seed<S>): the curve every
+# SEQ_CURVE_EVERY batches to the end of the run
+seq_flags = --preset $(1) --variant $(2) --seed $(patsubst seed%,%,$(3)) --data $(4) $(if $(EPOCHS),--epochs $(EPOCHS)) \
+  $(if $(LIMIT),--limit $(LIMIT)) --curve-every $(SEQ_CURVE_EVERY) --curve-until -1 $(TRAIN_FLAGS) --out $(5)
 run_flags = $(strip $(if $(filter ptb,$(word 1,$(2))),\
   $(call train_flags,ptb,$(word 2,$(2)),$(word 3,$(2)),$(PTB_DIR),$(1)),\
-  $(call train_flags,ud,$(word 3,$(2)),$(word 4,$(2)),$(UD_DIR)/$(word 2,$(2)),$(1))))
+  $(if $(filter toy charlm,$(word 1,$(2))),\
+  $(call seq_flags,$(word 1,$(2)),$(word 2,$(2)),$(word 3,$(2)),$(if $(filter toy,$(word 1,$(2))),$(TOY_SPEC),$(LM_DIR)),$(1)),\
+  $(call train_flags,ud,$(word 3,$(2)),$(word 4,$(2)),$(UD_DIR)/$(word 2,$(2)),$(1)))))
 train_env = $(if $(JAX_CACHE),JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) )
 train_program = $(CONVATT) train $(call run_flags,$(patsubst %/result.json,%,$(1)),$(call run_parts,$(1)))
 train_command = $(train_env)$(call train_program,$(1))
@@ -219,8 +244,14 @@ $(RUNS)/ptb/%/result.json: | $(VENV_STAMP)
 $(RUNS)/ud/%/result.json: | $(VENV_STAMP)
 	$(train)
 
+$(RUNS)/toy/%/result.json: | $(VENV_STAMP)
+	$(train)
+
+$(RUNS)/charlm/%/result.json: | $(VENV_STAMP)
+	$(train)
+
 # Never delete a finished run's result.json when make is interrupted.
-.PRECIOUS: $(RUNS)/ptb/%/result.json $(RUNS)/ud/%/result.json
+.PRECIOUS: $(RUNS)/ptb/%/result.json $(RUNS)/ud/%/result.json $(RUNS)/toy/%/result.json $(RUNS)/charlm/%/result.json
 
 # ---- UD 2.2 download (stdlib only: the system Python, no venv) ----
 # TREEBANKS, if set, limits it to those treebanks; a complete treebank is skipped.
@@ -271,6 +302,8 @@ status:
 	@echo "ud-positions:  $(call count_done,$(UD_POSITIONS)) runs finished$(call count_slurm,$(UD_POSITIONS))"
 	@echo "ptb-attention: $(call count_done,$(PTB_ATTENTION)) runs finished$(call count_slurm,$(PTB_ATTENTION))"
 	@echo "ud-attention:  $(call count_done,$(UD_ATTENTION)) runs finished$(call count_slurm,$(UD_ATTENTION))"
+	@echo "toy-all:       $(call count_done,$(TOY_ALL)) runs finished$(call count_slurm,$(TOY_ALL))"
+	@echo "lm-all:        $(call count_done,$(LM_ALL)) runs finished$(call count_slurm,$(LM_ALL))"
 	@if [ -x $(CONVATT) ] && [ -d $(RUNS) ]; then $(CONVATT) status --runs $(RUNS); fi
 
 # ---- environment and tests ----

@@ -4,8 +4,8 @@
     python3 experiments/grid.py
     paper:san,san-pe-con,... ud:san-pe-add,... positions:... attention:... treebanks:Afrikaans-AfriBooms,...
 
-- The variant lists are `PAPER_VARIANTS`, `UD_VARIANTS`, `POSITION_VARIANTS` and
-  `ATTENTION_VARIANTS` of
+- The variant lists are `PAPER_VARIANTS`, `UD_VARIANTS`, `POSITION_VARIANTS`,
+  `ATTENTION_VARIANTS`, `TOY_VARIANTS` and `CHARLM_VARIANTS` of
   `convatt/model/variants.py`. They are read with `ast`, not imported: the Makefile calls
   this with the system Python before the virtual environment exists (and under
   `make -n`), and importing the package could pull in Keras.
@@ -31,6 +31,8 @@ LISTS = {
     "ud": "UD_VARIANTS",
     "positions": "POSITION_VARIANTS",
     "attention": "ATTENTION_VARIANTS",
+    "toy": "TOY_VARIANTS",
+    "charlm": "CHARLM_VARIANTS",
 }
 
 

@@ -409,6 +409,11 @@ CASES = [
     # bench
     Case("bench-unknown-variant", ["bench", "--variant", "san-nope", "--quick"], None, 2, "san-nope"),
     Case("bench-unknown-preset", ["bench", "--preset", "nope", "--quick"], None, 2, "nope"),
+    Case("bench-attention-unknown-case", ["bench", "--attention", "--cases", "nope"], None, 2, "received nope"),
+    Case("bench-attention-zero-length", ["bench", "--attention", "--lengths", "0"], None, 2, "at least 1"),
+    Case("bench-attention-with-variant", ["bench", "--attention", "--variant", "san-p"], None, 2, "--variant is an"),
+    Case("bench-lengths-without-attention", ["bench", "--lengths", "64"], None, 2, "of --attention"),
+    Case("bench-attention-out-missing-dir", ["bench", "--attention", "--out", "{tmp}/no/a.csv"], None, 2, "--out"),
     # experiments/ scripts
     Case(
         "slurm-submit-runs-file-missing",

@@ -93,11 +93,11 @@ def test_empty_input():
     assert len(enc) == 0 and enc.chars.shape == (0, 60, 20)
 
 
-def test_vocabularies_save_and_load(tmp_path, vocabs):
+def test_vocabularies_json_round_trip(tmp_path, vocabs):
     path = tmp_path / "vocab.json"
     for pad_spelling in ("", "<PAD>"):
         vocabs = Vocabularies(vocabs.words, vocabs.chars, vocabs.tags, vocabs.ambiguous, pad_spelling)
-        vocabs.save(path)
+        path.write_text(vocabs.to_json(), encoding="utf-8")
         assert Vocabularies.load(path) == vocabs
 
 
@@ -105,7 +105,7 @@ def test_vocabularies_of_older_runs_load_with_zero_pads(tmp_path, vocabs):
     import json
 
     path = tmp_path / "vocab.json"
-    vocabs.save(path)
+    path.write_text(vocabs.to_json(), encoding="utf-8")
     data = json.loads(path.read_text())
     del data["pad_spelling"]
     path.write_text(json.dumps({**data, "version": 1}))

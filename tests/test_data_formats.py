@@ -74,7 +74,7 @@ def test_the_paper_presets_are_rows_of_the_registry():
 
 
 def test_an_unknown_preset_is_one_clear_error(tmp_path):
-    with pytest.raises(ConvattError, match="unknown preset 'slahs'. Known: ptb, ud"):
+    with pytest.raises(ConvattError, match="unknown preset 'slahs'. Known: ptb, ud, toy, charlm"):
         load_corpus("slahs", tmp_path)
     with pytest.raises(ConvattError, match="Did you mean 'ud'"):
         make_config("UD", "san")

@@ -20,7 +20,7 @@ from convatt.data import (
     read_ptb,
     read_ud,
 )
-from convatt.training.protocol import Protocol
+from convatt.protocol import Protocol
 
 TRAIN = [[("the", "DT"), ("dog", "NN"), ("runs", "VBZ")], [("the", "DT"), ("runs", "NNS")], [("dog", "VB")]]
 

@@ -23,7 +23,14 @@ SHARED_UD = ROOT.parent / "shared" / "data" / "ud-2.2"
 sys.path.insert(0, str(ROOT / "experiments"))
 import grid  # noqa: E402  (experiments/grid.py)
 
-from convatt.model.variants import ATTENTION_VARIANTS, PAPER_VARIANTS, POSITION_VARIANTS, UD_VARIANTS  # noqa: E402
+from convatt.model.variants import (  # noqa: E402
+    ATTENTION_VARIANTS,
+    CHARLM_VARIANTS,
+    PAPER_VARIANTS,
+    POSITION_VARIANTS,
+    TOY_VARIANTS,
+    UD_VARIANTS,
+)
 
 EMBEDDED_UD = ["Afrikaans-AfriBooms", "English-GUM", "English-LinES", "Vietnamese-VTB"]
 
@@ -88,6 +95,8 @@ def test_grid_lists_come_from_convatt_variants_and_the_paper():
         "ud": UD_VARIANTS,
         "positions": POSITION_VARIANTS,
         "attention": ATTENTION_VARIANTS,
+        "toy": TOY_VARIANTS,
+        "charlm": CHARLM_VARIANTS,
     }
     treebanks = grid.paper_treebanks()
     assert len(treebanks) == 47 and "Ancient_Greek-PROIEL" in treebanks
@@ -168,6 +177,16 @@ def test_attention_grids(tmp_path):
     uda = train_commands(make("ud-attention", f"UD_DIR={ud}", tmp=tmp_path).stdout)
     assert {c["--variant"] for c in uda} == set(ATTENTION_VARIANTS) and len(uda) == n
     assert {"san-pe-add", "san-pe-add-conv2d"} <= set(ATTENTION_VARIANTS)  # the references beside the new ones
+
+
+def test_sequence_task_grids(tmp_path):
+    toy = train_commands(make("toy-all", tmp=tmp_path).stdout)
+    assert {(c["--variant"], c["--seed"]) for c in toy} == set(itertools.product(TOY_VARIANTS, "123"))
+    lm = train_commands(make("lm-all", "SEEDS=1", tmp=tmp_path).stdout)
+    assert {c["--variant"] for c in lm} == set(CHARLM_VARIANTS) and len(lm) == len(CHARLM_VARIANTS)
+    for c, preset, data in [(toy[0], "toy", "find-block/n5-l2.json"), (lm[0], "charlm", "UD_English-GUM")]:
+        assert c["--preset"] == preset and c["--data"].endswith(data) and c["--curve-until"] == "-1"
+        assert c["--out"] == f"{tmp_path}/runs/{preset}/{c['--variant']}/seed{c['--seed']}"
 
 
 def test_variables_reach_the_command(tmp_path):

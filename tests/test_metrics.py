@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from convatt.training.metrics import accuracy_report, token_accuracy
+from convatt.protocol.metrics import accuracy_report, token_accuracy
 
 # Two sentences, PAD = 0. Hand count: 7 real tokens, 5 right.
 GOLD = np.array([[2, 3, 4, 0], [3, 3, 2, 5]])
@@ -30,7 +30,7 @@ def test_shape_mismatch_is_an_error():
 
 
 def test_batch_mean_accuracy_is_the_originals_val_true_acc():
-    from convatt.training.metrics import batch_mean_accuracy
+    from convatt.protocol.metrics import batch_mean_accuracy
 
     # batches of one sentence: (2/3 + 3/4) / 2, not 5/7
     assert batch_mean_accuracy(PRED, GOLD, batch_size=1) == pytest.approx((2 / 3 + 3 / 4) / 2)

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from convatt.training.optimizers import RMSpropKeras2
+from convatt.protocol.optimizers import RMSpropKeras2
 
 
 def keras2_rmsprop(p, grads, lr=1e-3, rho=0.9, eps=1e-7):

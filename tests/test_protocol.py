@@ -14,8 +14,8 @@ from convatt.data.batching import iterate_batches
 from convatt.errors import ConvattError
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import make_config
+from convatt.protocol import DEFAULT_PROTOCOL, Protocol
 from convatt.run.schema import COMPUTATION, COMPUTATION_BEFORE_SPARSE_FIX, RunConfig, Setting
-from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
 
 
 def test_named_protocols_and_labels():

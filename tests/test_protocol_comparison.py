@@ -8,10 +8,10 @@ import math
 import pytest
 from synthetic_runs import write_run
 
+from convatt.protocol import Protocol
 from convatt.results import frames as run_table
 from convatt.results import protocol_comparison, tables
 from convatt.results.paper import paper_table, paper_table2d
-from convatt.training.protocol import Protocol
 
 REF, CONV2D = "san-pe-add", "san-pe-add-conv2d"
 KERAS3 = {"protocol": Protocol.named("keras3")}

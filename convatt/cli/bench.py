@@ -1,11 +1,87 @@
-"""`convatt bench`: training throughput against a straightforward port."""
+"""`convatt bench`: training throughput against a straightforward port; with `--attention`,
+convatt's `MultiHeadAttention` against Keras' own layer."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 from convatt.cli._common import load_backend, precisions
+from convatt.errors import ConvattError
+
+TAGGER_DEFAULTS = {
+    "preset": "ptb",
+    "variant": "san-pe-add",
+    "precision": "float32",
+    "memory": False,
+    "reference": "auto",
+}
+ATTENTION_OPTIONS = {  # option -> AttentionSettings field
+    "lengths": "lengths",
+    "masks": "masks",
+    "cases": "cases",
+    "batch_size": "batch_size",
+    "heads": "num_heads",
+    "key_dim": "key_dim",
+    "repeats": "repeats",
+    "warmup": "warmup",
+}
+
+
+def _check_options(args) -> None:
+    """Options of the other benchmark are refused, not ignored."""
+    if args.attention:
+        wrong = [name for name, default in TAGGER_DEFAULTS.items() if getattr(args, name) != default]
+        what = "the tagger's benchmark (leave out --attention)"
+    else:
+        wrong = [name for name in (*ATTENTION_OPTIONS, "out") if getattr(args, name) is not None]
+        what = "--attention"
+    if wrong:
+        raise ConvattError(f"--{wrong[0].replace('_', '-')} is an option of {what}")
+
+
+def _attention_settings(args):
+    """`AttentionSettings` of the options given; the --quick ones or the defaults for the others."""
+    from convatt.speed.attention import QUICK_SETTINGS, AttentionSettings, check_settings
+
+    given = {field: getattr(args, option) for option, field in ATTENTION_OPTIONS.items()}
+    given = {field: tuple(v) if isinstance(v, list) else v for field, v in given.items() if v is not None}
+    settings = dataclasses.replace(QUICK_SETTINGS if args.quick else AttentionSettings(), **given)
+    try:
+        check_settings(settings)
+    except ValueError as e:
+        raise ConvattError(str(e)) from e
+    return settings
+
+
+def _check_out(path: str | None) -> None:
+    """A CSV path that cannot be written is refused before the benchmark runs."""
+    if path is not None and (Path(path).is_dir() or not Path(path).parent.is_dir()):
+        raise ConvattError(f"--out {path}: not a file in an existing directory")
+
+
+def _bench_attention(args) -> None:
+    _check_out(args.out)
+    load_backend(args.debug)
+    settings = _attention_settings(args)
+    from convatt.speed.attention import render_markdown, run_attention_benchmark, write_csv
+
+    result = run_attention_benchmark(settings)
+    print()
+    print(render_markdown(result), end="")
+    if args.out:
+        try:
+            write_csv(result, args.out)
+        except OSError as e:
+            raise ConvattError(f"{args.out}: {e.strerror}") from e
+        print(f"wrote {args.out}")
 
 
 def cmd_bench(args) -> None:
+    _check_options(args)
+    if args.attention:
+        _bench_attention(args)
+        return
     load_backend(args.debug)
     from convatt.speed.bench import run_benchmark
 
@@ -20,10 +96,17 @@ def cmd_bench(args) -> None:
 
 
 def add_command(sub) -> None:
-    p = sub.add_parser("bench", help="training throughput against a straightforward port")
+    p = sub.add_parser(
+        "bench",
+        help="training throughput against a straightforward port; --attention: the attention layer against Keras'",
+    )
     p.add_argument("--preset", default="ptb", help="model sizes of this data format, on synthetic batches")
     p.add_argument("--variant", default="san-pe-add", help="the variant timed")
-    p.add_argument("--quick", action="store_true", help="a short run (under 5 minutes on 2 cores)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a short run (under 5 minutes on 2 cores); with --attention, tiny lengths and one repeat (seconds)",
+    )
     p.add_argument(
         "--precision",
         choices=precisions(),
@@ -42,4 +125,31 @@ def add_command(sub) -> None:
         help="what to time against: 'auto' (the straightforward port where it has the variant, "
         "else san-pe-add built the same way) or a variant name, e.g. san-pe-add",
     )
+    _add_attention_options(p)
     p.set_defaults(func=cmd_bench)
+
+
+def _add_attention_options(p) -> None:
+    g = p.add_argument_group(
+        "--attention",
+        "forward + backward time of convatt's MultiHeadAttention with each modification against Keras' "
+        "MultiHeadAttention (ratios, one process), and peak memory under JAX (the compiled step's memory "
+        "analysis); a Markdown table",
+    )
+    g.add_argument("--attention", action="store_true", help="benchmark the attention layer instead of the tagger")
+    g.add_argument("--lengths", type=int, nargs="+", help="sequence lengths (default: 64 128 256 512 1024)")
+    g.add_argument(
+        "--masks", nargs="+", choices=("causal", "bidirectional"), help="the masks (default: causal bidirectional)"
+    )
+    g.add_argument(
+        "--cases",
+        nargs="+",
+        help="the modifications by key, e.g. conv2d mta (Multi-Token Attention's convolution) (default: all; "
+        "an unknown key lists them)",
+    )
+    g.add_argument("--batch-size", type=int, help="batch size (default: 2)")
+    g.add_argument("--heads", type=int, help="number of heads (default: 4)")
+    g.add_argument("--key-dim", type=int, help="size of a head (default: 32)")
+    g.add_argument("--repeats", type=int, help="timed steps per layer, their median reported (default: 5)")
+    g.add_argument("--warmup", type=int, help="untimed steps per layer first (default: 1)")
+    g.add_argument("--out", help="also write the figures to this CSV file")

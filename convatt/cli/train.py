@@ -19,8 +19,8 @@ def cmd_train(args) -> None:
 
 def run_config_of(args: argparse.Namespace):
     """The `RunConfig` of `convatt train`'s parsed options (`convatt.train`'s, from the shell)."""
+    from convatt.protocol import Protocol
     from convatt.training.api import run_config
-    from convatt.training.protocol import Protocol
 
     items = {f.name: getattr(args, f.name) for f in Protocol.items()}
     options = ("seed", "embeddings", "embeddings_limit", "epochs", "limit", "mask_padding", "curve_every")
@@ -36,7 +36,7 @@ def run_config_of(args: argparse.Namespace):
 
 
 def _add_protocol_options(p: argparse.ArgumentParser) -> None:
-    from convatt.training.protocol import ORIGINAL, PROTOCOL_NAMES, Protocol
+    from convatt.protocol import ORIGINAL, PROTOCOL_NAMES, Protocol
 
     p.add_argument(
         "--protocol",
@@ -53,7 +53,26 @@ def _add_protocol_options(p: argparse.ArgumentParser) -> None:
 
 def add_command(sub) -> None:
     p = sub.add_parser("train", help="train and evaluate one run (resumes an interrupted one)")
-    p.add_argument("--preset", required=True, help="the data format: ptb or ud (convatt.data.formats)")
+    _add_data_options(p)
+    _add_training_options(p)
+    _add_compute_options(p)
+    p.add_argument("--out", required=True, help="run directory")
+    p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="write TensorBoard logs to DIR: loss, train and dev accuracy per epoch, the dev curve",
+    )
+    _add_protocol_options(p)
+    p.set_defaults(func=cmd_train)
+
+
+def _add_data_options(p: argparse.ArgumentParser) -> None:
+    """What the run trains: the data format, the variant, its seed, the data and word vectors."""
+    p.add_argument(
+        "--preset",
+        required=True,
+        help="the data format: ptb or ud (the tagger), toy or charlm (causal sequence tasks; convatt.data.formats)",
+    )
     p.add_argument("--variant", required=True, help="e.g. san-pe-add (see `convatt params`)")
     p.add_argument("--seed", type=int, default=1, help="seeds the weights, dropout and batch order (0 to 2**32 - 1)")
     p.add_argument(
@@ -68,11 +87,15 @@ def add_command(sub) -> None:
         default=option_default("embeddings_limit"),
         help="read the first N vectors of a .vec file, as the paper (0: all)",
     )
+
+
+def _add_training_options(p: argparse.ArgumentParser) -> None:
+    """How long it trains, on how much, PAD masking, and the dev curve."""
     p.add_argument(
         "--epochs",
         type=int,
-        default=option_default("epochs"),
-        help=f"maximum epochs (early stopping, patience {option_default('patience')})",
+        help=f"maximum epochs (early stopping, patience {option_default('patience')}; default: "
+        f"{option_default('epochs')}, the paper's, for the tagger; the toy and charlm presets' own)",
     )
     p.add_argument("--limit", type=int, help="use at most N sentences per split (smoke runs)")
     p.add_argument("--mask-padding", action="store_true", help="mask PAD keys in attention (not in the paper)")
@@ -85,6 +108,10 @@ def add_command(sub) -> None:
         default=option_default("curve_until"),
         help="... up to this global batch (-1: always)",
     )
+
+
+def _add_compute_options(p: argparse.ArgumentParser) -> None:
+    """How the steps compute: XLA and the dtype policy."""
     p.add_argument(
         "--jit-compile",
         choices=["auto", "on", "off"],
@@ -98,11 +125,3 @@ def add_command(sub) -> None:
         help="Keras dtype policy (float32: the paper's; mixed_bfloat16 is ~2x faster on CPUs with "
         "AVX512-BF16 and on GPUs); weights and the optimizer stay float32",
     )
-    p.add_argument("--out", required=True, help="run directory")
-    p.add_argument(
-        "--tensorboard",
-        metavar="DIR",
-        help="write TensorBoard logs to DIR: loss, train and dev accuracy per epoch, the dev curve",
-    )
-    _add_protocol_options(p)
-    p.set_defaults(func=cmd_train)

@@ -47,11 +47,7 @@ def load_word_vectors(
         matrix[PAD_ID] = 0.0
     is_bin = path.name.endswith((".bin", ".bin.gz"))
     vectors = _load_bin(path, dim) if is_bin else _load_vec(path, dim, limit)
-    found = 0
-    for i, word in enumerate(vocab.tokens[OOV_ID + 1 :], start=OOV_ID + 1):
-        if word in vectors:  # .bin: any word with character n-grams
-            matrix[i] = vectors[word]
-            found += 1
+    found = _copy_vectors(vectors, vocab, matrix)
     oov_word = _drawn_oov_word(oov_words, vectors, rng)
     if oov_word is not None:
         matrix[OOV_ID] = vectors[oov_word]
@@ -59,6 +55,16 @@ def load_word_vectors(
     if bad.size:
         raise ConvattError(f"the vector of {vocab.tokens[bad[0]]!r} holds NaN or infinite values", path)
     return matrix, found
+
+
+def _copy_vectors(vectors, vocab: Vocab, matrix: np.ndarray) -> int:
+    """Copy the vector of each word of `vocab` that `vectors` has into its row; return how many."""
+    found = 0
+    for i, word in enumerate(vocab.tokens[OOV_ID + 1 :], start=OOV_ID + 1):
+        if word in vectors:  # .bin: any word with character n-grams
+            matrix[i] = vectors[word]
+            found += 1
+    return found
 
 
 def _drawn_oov_word(oov_words: Iterable[str], vectors, rng: np.random.Generator) -> str | None:

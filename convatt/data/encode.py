@@ -23,7 +23,7 @@ from convatt.data.vocab import (
     build_word_vocab,
 )
 from convatt.errors import ConvattError
-from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.protocol import DEFAULT_PROTOCOL, Protocol
 
 
 @dataclass
@@ -115,8 +115,8 @@ class Vocabularies:
     ambiguous: frozenset[str]
     pad_spelling: str = ""  # the characters of a PAD position: "<PAD>" in the original code
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the vocabularies as JSON."""
+    def to_json(self) -> str:
+        """The vocabularies as the JSON text that `load` reads (the run directory writes it)."""
         data = {
             "format": "convatt-vocabularies",
             "version": 2,
@@ -126,14 +126,11 @@ class Vocabularies:
             "ambiguous": sorted(self.ambiguous),
             "pad_spelling": self.pad_spelling,
         }
-        from convatt.run.storage import write_atomically  # a kill never leaves half a vocab.json
-
-        text = json.dumps(data, ensure_ascii=False)
-        write_atomically(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        return json.dumps(data, ensure_ascii=False)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Vocabularies:
-        """Read vocabularies written by `save`."""
+        """Read vocabularies written as `to_json` gives them."""
         path = Path(path)
         if not path.is_file():
             raise ConvattError("vocabularies file not found", path)

@@ -19,7 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from convatt.data.char_text import read_char_text
 from convatt.data.corpus import EMBEDDED_DATA_DIR, Corpus
+from convatt.data.find_block import read_find_block
 from convatt.data.ptb import _directory_files, read_ptb
 from convatt.data.ud import SPLITS, find_split_file, read_ud
 from convatt.errors import ConvattError
@@ -45,6 +47,10 @@ class DataFormat:
         paper_sizes: the paper's vocabulary sizes (words, chars, labels), for `convatt params`.
         bench_sizes: the synthetic data of `convatt bench`: words, chars and labels (PAD and
             OOV included) and the number of distinct surface forms.
+        task: "tagging" (the paper's tagger), or a causal sequence task trained by
+            `convatt.sequence` ("find-block", "char-lm"): its reader gives (symbol, next
+            symbol or "") pairs, and the tagger's attributes above do not apply.
+        max_epochs: the epochs a run trains at most by default (early stopping may end it sooner).
     """
 
     name: str
@@ -61,6 +67,12 @@ class DataFormat:
     paper_tables: tuple[str, ...] = ()
     paper_sizes: tuple[int, int, int] | None = None
     bench_sizes: tuple[int, int, int, int] = (10_000, 100, 20, 20_000)
+    task: str = "tagging"
+    max_epochs: int = 100
+
+    @property
+    def is_sequence_task(self) -> bool:
+        return self.task != "tagging"
 
 
 FORMATS: dict[str, DataFormat] = {}
@@ -134,3 +146,38 @@ UD = register(
         bench_sizes=(10_000, 100, 19, 20_000),
     )
 )
+
+# Beyond tagging: causal sequence tasks (`convatt.sequence`), their runs in the same run directories.
+TOY = register(
+    DataFormat(
+        "toy",
+        "Find-the-block",
+        read=read_find_block,
+        files=lambda path: [path],
+        default_data=EMBEDDED_DATA_DIR / "find-block" / "n5-l2.json",
+        tag_column="",
+        word_dim=0,
+        pretrained_words=False,
+        task="find-block",
+        max_epochs=3,  # 1,875 batches: minutes on a 2-core CPU (docs/results/toy_task.md)
+    )
+)
+CHAR_LM = register(
+    DataFormat(
+        "charlm",
+        "Char LM",
+        read=read_char_text,
+        files=_ud_files,
+        default_data=EMBEDDED_DATA_DIR / "ud-2.2" / "UD_English-GUM",
+        tag_column="",
+        word_dim=0,
+        pretrained_words=False,
+        task="char-lm",
+        max_epochs=6,  # 414 batches (docs/results/char_lm.md)
+    )
+)
+
+
+def is_sequence_preset(preset: str) -> bool:
+    """Whether a preset's runs are a causal sequence task's (`convatt.sequence`), not the tagger's."""
+    return preset in FORMATS and FORMATS[preset].is_sequence_task

@@ -8,7 +8,7 @@ import numpy as np
 from convatt.data import EncodedSplit
 from convatt.data.batching import iterate_batches
 from convatt.data.vocab import OOV_ID
-from convatt.training.metrics import accuracy_report
+from convatt.protocol.metrics import accuracy_report
 
 
 def predict_tags(

@@ -37,8 +37,8 @@ from convatt.layers import (
 from convatt.layers.narrowing_self_attention import narrowing_num_heads
 from convatt.layers.self_attention import MODIFICATION_OPTIONS
 from convatt.model.variants import PRECISIONS, TaggerConfig
-from convatt.training.optimizers import RMSpropKeras2
-from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.protocol.optimizers import RMSpropKeras2
 
 
 @keras.saving.register_keras_serializable(package="convatt")
@@ -110,13 +110,19 @@ def attention_layer(config: TaggerConfig, index: int, dtype_policy: str = "float
             name=name,
             dtype=dtype_policy,
         )
+    return _self_attention(config, index, dtype_policy)
+
+
+def _self_attention(config: TaggerConfig, index: int, dtype_policy: str) -> SelfAttention:
+    """`SelfAttention` with the variant's modifications; +P and +R in the first layer only."""
+    spec = config.spec
     # A Variant field named as a SelfAttention option (`MODIFICATION_OPTIONS`) is passed on as it is.
     options = {name: getattr(spec, name) for name in MODIFICATION_OPTIONS if hasattr(spec, name)}
     first = index == 0
     return SelfAttention(
         num_heads=config.num_heads,
-        head_dim=head_dim,
-        max_len=t,
+        head_dim=config.d_model // config.num_heads,
+        max_len=config.max_len,
         temperature=spec.temperature,
         kernel_initializer=config.attention_initializer,
         **{
@@ -126,7 +132,7 @@ def attention_layer(config: TaggerConfig, index: int, dtype_policy: str = "float
             "relative_position_representation": config.shaw_clip if spec.shaw else None,
             "relative_bias_parameterization": config.relative_bias_parameterization,
         },
-        name=name,
+        name=f"attention_{index + 1}",
         dtype=dtype_policy,
     )
 
@@ -159,37 +165,42 @@ def build_tagger(
     """
     if dtype_policy not in PRECISIONS:
         raise ValueError(f"dtype_policy must be one of {PRECISIONS}; received {dtype_policy!r}.")
-    policy = dtype_policy
-    t, tc = config.max_len, config.max_word_len
-    words = keras.Input((t,), dtype="int32", name="words")
-    char_rows = keras.Input((None, tc), dtype="int32", name="char_rows")
-    char_index = keras.Input((t,), dtype="int32", name="char_index")
-
+    inputs = tagger_inputs(config)
     word_embedding = layers.Embedding(
-        n_words, config.word_dim, trainable=not config.pretrained_words, name="word_embedding", dtype=policy
+        n_words, config.word_dim, trainable=not config.pretrained_words, name="word_embedding", dtype=dtype_policy
     )
-    x = with_positions(config, word_embedding(words), policy)
-    char_features = char_encoder(config, n_chars, char_rows, policy)
-    chars = GatherCharFeatures(name="char_features", dtype=policy)(char_features, char_index)
-    h0 = layers.Concatenate(name="layer_0_input", dtype=policy)([x, chars])
-    attention_mask = ops.not_equal(words, 0) if config.mask_padding else None
-    h = attention_stack(config, h0, attention_mask, policy)
-
-    out = layers.Concatenate(name="output_features", dtype=policy)([h0, h])
+    h0 = token_features(config, word_embedding(inputs["words"]), inputs, n_chars, dtype_policy)
+    attention_mask = ops.not_equal(inputs["words"], 0) if config.mask_padding else None
+    h = attention_stack(config, h0, attention_mask, dtype_policy)
+    out = layers.Concatenate(name="output_features", dtype=dtype_policy)([h0, h])
     # float32 whatever the policy: the softmax and the loss need float32 probabilities
     # (a small matmul, ~1% of a step's FLOPs).
     tags = layers.Dense(n_labels, activation="softmax", name="tags", dtype="float32")(out)
-    model = keras.Model(
-        {"words": words, "char_rows": char_rows, "char_index": char_index},
-        tags,
-        name=f"tagger_{config.variant.replace('-', '_')}",
-    )
+    model = keras.Model(inputs, tags, name=f"tagger_{config.variant.replace('-', '_')}")
     if word_vectors is not None:
         if word_vectors.shape != (n_words, config.word_dim):
             raise ValueError(f"word_vectors has shape {word_vectors.shape}, expected {(n_words, config.word_dim)}")
         word_embedding.set_weights([word_vectors.astype("float32")])
     compile_tagger(model, jit_compile, protocol)
     return model
+
+
+def tagger_inputs(config: TaggerConfig) -> dict:
+    """The tagger's inputs: word ids (b, t), the batch's distinct char rows (r, t_char) and
+    each token's row among them (b, t) (`convatt.data.batching.make_inputs`)."""
+    return {
+        "words": keras.Input((config.max_len,), dtype="int32", name="words"),
+        "char_rows": keras.Input((None, config.max_word_len), dtype="int32", name="char_rows"),
+        "char_index": keras.Input((config.max_len,), dtype="int32", name="char_index"),
+    }
+
+
+def token_features(config: TaggerConfig, embedded_words, inputs: dict, n_chars: int, dtype_policy: str = "float32"):
+    """The first layer's input: each token's word embedding with positions, and its char features."""
+    x = with_positions(config, embedded_words, dtype_policy)
+    char_features = char_encoder(config, n_chars, inputs["char_rows"], dtype_policy)
+    chars = GatherCharFeatures(name="char_features", dtype=dtype_policy)(char_features, inputs["char_index"])
+    return layers.Concatenate(name="layer_0_input", dtype=dtype_policy)([x, chars])
 
 
 def with_positions(config: TaggerConfig, x, dtype_policy: str = "float32"):

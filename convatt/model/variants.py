@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from convatt.data.corpus import MAX_LEN, MAX_WORD_LEN
 from convatt.data.formats import data_format
 from convatt.errors import ConvattError
-from convatt.training.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.protocol import DEFAULT_PROTOCOL, Protocol
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 """The dtype policies the tagger supports: float32 (the paper's) and the mixed ones."""
@@ -90,6 +90,18 @@ ATTENTION_VARIANTS = [
     "san-pe-add-narrowing",
 ]
 
+# Beyond tagging: the causal sequence tasks' grids (`convatt.sequence`; make toy-all, lm-all).
+TOY_VARIANTS = ["san-pe-add", "san-pe-add-conv2d", "san-pe-add-conv2d-pre", "san-pe-add-talking"]
+CHARLM_VARIANTS = [
+    "san-pe-add",
+    "san-p-r",
+    "san-pe-add-temp",
+    "san-pe-add-conv",
+    "san-pe-add-conv2d",
+    "san-pe-add-conv2d-pre",
+    "san-pe-add-talking",
+]
+
 
 @dataclass(frozen=True)
 class TaggerConfig:
@@ -112,7 +124,7 @@ class TaggerConfig:
     mask_padding: bool = False  # the paper lets pads take part in attention
     shaw_clip: int = 16
     denser_segments: int = 2  # w of denser attention (Kim's)
-    # How the protocol (convatt.training.protocol) shapes the network; defaults: the original code's.
+    # How the protocol (convatt.protocol) shapes the network; defaults: the original code's.
     residual_adds_dropped: bool = True  # h' = D(h) + SA(D(h)); False: h + SA(D(h))
     relative_bias_parameterization: str = "circulant"
     attention_initializer: str = "glorot_normal"

@@ -272,6 +272,19 @@ def ptb_efficiency_table(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd
     return Table("efficiency_ptb", title, frame, markdown, notes)
 
 
+def preset_efficiency_table(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd.DataFrame, fmt) -> Table:
+    """Learning efficiency of one preset's runs (a `DataFormat` whose corpora are not averaged
+    over: a causal sequence task's), per corpus and model, over seeds, as on PTB."""
+    some = runs[runs["preset"] == fmt.name]
+    per_run = run_efficiency(some, histories, curves)
+    frame = over_seeds(per_run, ["corpus"])
+    title, notes = f"Learning efficiency: {fmt.label}", _notes(per_run)
+    markdown = page(
+        title, INTRO, notes, markdown_table(_header(["Corpus", "Model"]), _markdown_rows(frame, ["corpus", "model"]))
+    )
+    return Table(f"efficiency_{fmt.name}", title, frame, markdown, notes)
+
+
 def ud_efficiency_tables(runs: pd.DataFrame, histories: pd.DataFrame, curves: pd.DataFrame) -> list[Table]:
     """Learning efficiency on UD: the mean over treebanks (as Table 2c), and per treebank."""
     ud = runs[runs["preset"] == UD.name]

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from convatt.data.formats import has_treebanks
+from convatt.data.formats import CHAR_LM, TOY, has_treebanks
 from convatt.data.ud import treebank_key, treebank_name
 from convatt.errors import ConvattError
 from convatt.model.variants import VARIANTS
@@ -73,6 +73,7 @@ RUN_COLUMNS = (
     + ["is_sample", "corpus_note", "embeddings", "limit", "max_epochs", "curve_every", "curve_until"]
     + [f"{split}_{m}" for split in SPLITS for m in METRICS]
     + [f"{split}_n_{m}" for split in SPLITS for m in METRICS]
+    + [f"{split}_bits_per_symbol" for split in SPLITS]  # a causal sequence task's (NaN for the tagger)
     + RESULT_DETAILS
 )
 # Runs that repeat one of these are counted once.
@@ -128,6 +129,8 @@ def _row(run: FinishedRun) -> dict:
         for m in METRICS:
             row[f"{split}_{m}"] = math.nan if scores.get(m) is None else float(scores[m])
             row[f"{split}_n_{m}"] = scores.get(f"n_{m}")
+        bits = scores.get("bits_per_symbol")
+        row[f"{split}_bits_per_symbol"] = math.nan if bits is None else float(bits)
     row.update({k: getattr(result, k) for k in RESULT_DETAILS})
     return row
 
@@ -135,8 +138,10 @@ def _row(run: FinishedRun) -> dict:
 def _running_row(run: RunningRun) -> dict:
     """The row of a run still training: its identity from config.json, no scores yet."""
     config = run.config
-    if config.preset == "ud":
+    if config.preset in ("ud", CHAR_LM.name):
         corpus = treebank_name(config.data)
+    elif config.preset == TOY.name:
+        corpus = _find_block_name(config.data)
     else:
         corpus = "PTB-sample" if Path(config.data).name.startswith("ptb-sample") else "PTB"
     label = label_of(config.variant)
@@ -164,6 +169,15 @@ def _running_row(run: RunningRun) -> dict:
         epochs_run=len(run.history),
     )
     return row
+
+
+def _find_block_name(spec_path: str) -> str:
+    from convatt.data.find_block import FindBlockSpec
+
+    try:
+        return FindBlockSpec.load(Path(spec_path)).name
+    except ConvattError:  # moved or changed since the run started
+        return Path(spec_path).stem
 
 
 @dataclass(frozen=True)

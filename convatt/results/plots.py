@@ -48,7 +48,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from convatt.data.formats import PTB, UD, has_treebanks, preset_label
+from convatt.data.formats import FORMATS, PTB, UD, has_treebanks, is_sequence_preset, preset_label
 from convatt.errors import ConvattError
 from convatt.results import style
 from convatt.results.frames import label_of, load_records_to_report, model_order
@@ -139,7 +139,10 @@ def _draw(ax: Axes, agg: pd.DataFrame, x: str) -> None:
 
 
 def _paper_accuracy(preset: str, label: str, treebanks: list[str]) -> float:
-    """The paper's final test accuracy of `label`: Table 2b (PTB), Table 2d's mean over `treebanks` (UD)."""
+    """The paper's final test accuracy of `label`: Table 2b (PTB), Table 2d's mean over `treebanks` (UD);
+    none for a causal sequence task."""
+    if is_sequence_preset(preset):
+        return math.nan
     if not has_treebanks(preset):
         table = paper_table("table2b_ptb").set_index("model")["all"]
         return float(table.get(label, math.nan))
@@ -315,6 +318,9 @@ def figure2(curves: pd.DataFrame, band: str = DEFAULT_BAND, runs: pd.DataFrame |
     return fig
 
 
+SEQUENCE_CURVES = {"find-block": "dev exact match of the answer block", "char-lm": "dev next-character accuracy"}
+
+
 def write_plots(
     runs: Path,
     out: Path,
@@ -341,10 +347,16 @@ def write_plots(
             "batches by default; shorter runs have none), so Figure 2 was not drawn"
         )
         return written
-    written.paths += save(figure2(curves, band, records.runs), out / "figure2_dev_by_step")
+    if curves["preset"].isin([PTB.name, UD.name]).any():  # not for causal sequence tasks' runs alone
+        written.paths += save(figure2(curves, band, records.runs), out / "figure2_dev_by_step")
     for preset in (PTB.name, UD.name):
         if (curves["preset"] == preset).any():
             written.paths += save(plot_steps(curves, preset, band), out / f"figure2_{preset}_dev_by_step")
+    for preset in (name for name in FORMATS if is_sequence_preset(name)):
+        if (curves["preset"] == preset).any():
+            fig = plot_steps(curves, preset, band)
+            fig.suptitle(f"{preset_label(preset)}: {SEQUENCE_CURVES[FORMATS[preset].task]} ({_band_text(band)})")
+            written.paths += save(fig, out / f"{preset}_dev_by_step")
     if records.runs["running"].any():
         written.notes.append(
             f"{int(records.runs['running'].sum())} run(s) still training are drawn dashed, marked (running)"

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from convatt.data.formats import FORMATS
 from convatt.errors import ConvattError
 from convatt.results.frames import label_of, model_order
 from convatt.results.markdown import Table, fmt, markdown_table, page
@@ -420,4 +421,19 @@ def significance_tables(runs: pd.DataFrame) -> list[Table]:
         same = equivalence_all[equivalence_all["preset"] == preset].reset_index(drop=True)
         title = f"Equivalence with the paper: {name} (TOST, margin {MARGIN:g} point)"
         tables.append(Table(f"equivalence_{preset}", title, same, equivalence_markdown(same, title)))
+    return tables + _sequence_significance(comparisons_all)
+
+
+def _sequence_significance(comparisons_all: pd.DataFrame) -> list[Table]:
+    """`significance_<preset>` of each causal sequence task with runs: its test accuracy (find-block:
+    exact match, a "sentence" is a sample; char LM: next-character accuracy, a "sentence" is a chunk)."""
+    tables = []
+    for task in (f for f in FORMATS.values() if f.is_sequence_task):
+        ours = comparisons_all[comparisons_all["preset"] == task.name].reset_index(drop=True)
+        if ours.empty:
+            continue
+        what = "exact match per sample" if task.task == "find-block" else "next-character accuracy per chunk"
+        title = f"Significance: {task.label} ({what}), variants against SAN+PE[add] (and +Conv2d against +Conv)"
+        notes = comparison_notes(ours)
+        tables.append(Table(f"significance_{task.name}", title, ours, comparison_markdown(ours, title, notes), notes))
     return tables

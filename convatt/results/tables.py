@@ -38,6 +38,7 @@ from convatt.results.frames import (
 from convatt.results.markdown import Table, fmt, markdown_table, page
 from convatt.results.output import Written
 from convatt.results.paper import N_PAPER_TREEBANKS, OUR_LABELS, PAPER_EPOCHS, PAPER_SEEDS, paper_table, paper_table2d
+from convatt.results.sequence_tables import sequence_tables
 from convatt.results.stats import STD_DDOF, nanmean, range_text, seed_stats
 from convatt.run.storage import write_text
 
@@ -417,6 +418,7 @@ def build_tables(
     if (runs["preset"] == UD.name).any():
         tables += [ud_macro_table(runs), ud_treebank_table(runs)]
         tables += efficiency.ud_efficiency_tables(runs, histories, curves)
+    tables += sequence_tables(runs, histories, curves)
     comparison = protocol_comparison.protocol_table(runs, histories, curves)
     tables += significance.significance_tables(runs)
     return tables + ([comparison] if comparison else []) + [run_summary.summary_table(runs)]

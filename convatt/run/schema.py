@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convatt.errors import ConvattError
+from convatt.protocol import DEFAULT_PROTOCOL, LEGACY_PROTOCOL, ORIGINAL, Protocol
 from convatt.run.storage import is_our_temporary, read_json, write_json
-from convatt.training.protocol import DEFAULT_PROTOCOL, LEGACY_PROTOCOL, ORIGINAL, Protocol
 
 if TYPE_CHECKING:
     from convatt.model.variants import TaggerConfig
@@ -46,6 +46,13 @@ LOG_FILE = "train.log"  # what the Makefile and Slurm jobs write the trainer's o
 
 HISTORY_COLUMNS = ["epoch", "loss", "train_accuracy", "dev_accuracy", "dev_batch_mean_accuracy", "seconds"]
 CURVE_COLUMNS = ["step", "epoch", "dev_accuracy", "dev_batch_mean_accuracy"]
+DEV_BITS_COLUMN = "dev_bits_per_symbol"  # history and curve of a causal sequence task's run (cross-entropy)
+
+
+def columns_of(rows: list[dict], columns: list[str]) -> list[str]:
+    """`columns`, then DEV_BITS_COLUMN if the rows have it (a causal sequence task's run)."""
+    return columns + [DEV_BITS_COLUMN] if rows and DEV_BITS_COLUMN in rows[0] else columns
+
 
 TRAINED_RUN_FILES = (CONFIG_FILE, VOCAB_FILE, MODEL_FILE)
 """What using a finished run's model needs (`convatt tag`, `evaluate`, `inspect`)."""
@@ -207,6 +214,10 @@ class RunConfig:
         """Options a run cannot start with, before anything is written (and, from the
         CLI, before Keras is loaded); `flags`: name them as `convatt train`'s options."""
         config = self.tagger_config()
+        if _is_sequence_preset(self.preset):
+            from convatt.sequence.config import make_sequence_config
+
+            make_sequence_config(self.preset, self.variant)  # a variant the causal model builds
         name = (lambda field: "--" + field.replace("_", "-")) if flags else (lambda field: field)
         check_seed(self.seed, name("seed"))
         for field, minimum in OPTION_MINIMUMS.items():
@@ -243,10 +254,24 @@ class RunConfig:
             protocol=self.protocol.label(),
             mask_padding=self.mask_padding,
             limit=self.limit,
-            max_epochs=self.epochs if self.epochs < PAPER_EPOCHS else None,
+            max_epochs=self.epochs if self.epochs < preset_epochs(self.preset) else None,
             precision=self.precision,
             computation=self.computation if self.protocol.optimizer == "keras2-rmsprop" else COMPUTATION,
         )
+
+
+def preset_epochs(preset: str) -> int:
+    """The epochs a run of `preset` trains at most by default: the paper's 100 for the tagger,
+    its data format's `max_epochs` for a causal sequence task."""
+    from convatt.data.formats import FORMATS
+
+    return FORMATS[preset].max_epochs if preset in FORMATS else PAPER_EPOCHS
+
+
+def _is_sequence_preset(preset: str) -> bool:
+    from convatt.data.formats import is_sequence_preset
+
+    return is_sequence_preset(preset)
 
 
 def option_default(name: str):

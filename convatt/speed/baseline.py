@@ -84,7 +84,7 @@ def build_baseline(
     config: TaggerConfig, n_words: int, n_chars: int, n_labels: int, word_vectors: np.ndarray | None = None
 ) -> keras.Model:
     """The straightforward port of `build_tagger` (same arguments; no XLA)."""
-    spec, t, tc = config.spec, config.max_len, config.max_word_len
+    t, tc = config.max_len, config.max_word_len
     if not baseline_covers(config):
         raise ConvattError(
             f"the benchmark baseline covers the paper's variants without masking, "
@@ -92,27 +92,11 @@ def build_baseline(
         )
     words = keras.Input((t,), dtype="int32", name="words")
     chars = keras.Input((t, tc), dtype="int32", name="chars")
-
     word_embedding = layers.Embedding(
         n_words, config.word_dim, trainable=not config.pretrained_words, name="word_embedding"
     )
-    x = word_embedding(words)
-    if spec.position_embedding == "add":
-        x = layers.Add(name="add_position")([x, PositionEmbedding(t, name="position_embedding")(x)])
-    elif spec.position_embedding == "con":
-        positions = PositionEmbedding(t, output_dim=config.pe_con_dim, name="position_embedding")(x)
-        x = layers.Concatenate(name="concat_position")([x, positions])
-    elif spec.position_embedding == "sin-add":
-        x = SinusoidalPositionEncoding(name="sinusoidal_position")(x)
-
-    c = layers.Embedding(n_chars, config.char_dim, name="char_embedding")(chars)  # (b, t, t_char, dim)
-    for i in range(config.char_layers):
-        conv = layers.Conv1D(
-            config.char_filters, config.char_kernel_size, padding="same", activation="relu", name=f"char_conv_{i + 1}"
-        )
-        c = layers.TimeDistributed(conv, name=f"time_distributed_{i + 1}")(c)
-    h0 = layers.Concatenate(name="layer_0_input")([x, ops.max(c, axis=-2)])
-
+    x = _with_positions(config, word_embedding(words))
+    h0 = layers.Concatenate(name="layer_0_input")([x, _char_features(config, n_chars, chars)])
     h = h0
     for i in range(config.num_layers):
         z = layers.Dropout(config.dropout, name=f"dropout_{i + 1}")(h)
@@ -127,6 +111,30 @@ def build_baseline(
         word_embedding.set_weights([word_vectors.astype("float32")])
     compile_tagger(model, jit_compile=False)
     return model
+
+
+def _with_positions(config: TaggerConfig, x):
+    """The word embeddings `x` with the variant's absolute positions (PE added or concatenated, Sin)."""
+    t = config.max_len
+    if config.spec.position_embedding == "add":
+        x = layers.Add(name="add_position")([x, PositionEmbedding(t, name="position_embedding")(x)])
+    elif config.spec.position_embedding == "con":
+        positions = PositionEmbedding(t, output_dim=config.pe_con_dim, name="position_embedding")(x)
+        x = layers.Concatenate(name="concat_position")([x, positions])
+    elif config.spec.position_embedding == "sin-add":
+        x = SinusoidalPositionEncoding(name="sinusoidal_position")(x)
+    return x
+
+
+def _char_features(config: TaggerConfig, n_chars: int, chars):
+    """The char CNN features (b, t, filters) of every position, each convolved on its own (no deduplication)."""
+    c = layers.Embedding(n_chars, config.char_dim, name="char_embedding")(chars)  # (b, t, t_char, dim)
+    for i in range(config.char_layers):
+        conv = layers.Conv1D(
+            config.char_filters, config.char_kernel_size, padding="same", activation="relu", name=f"char_conv_{i + 1}"
+        )
+        c = layers.TimeDistributed(conv, name=f"time_distributed_{i + 1}")(c)
+    return ops.max(c, axis=-2)
 
 
 def baseline_inputs(words: np.ndarray, chars: np.ndarray) -> dict[str, np.ndarray]:

@@ -213,36 +213,32 @@ def run_benchmark(
         f"precision {precision}, {steps} timed steps per model (medians), after {warmup} untimed"
     )
     tokens = _log_batches(timed, batch_size, config.max_len, log)
-    what = {
+    result = _timed(models, batches[:warmup], timed, tokens, _descriptions(reference_variant, precision), log)
+    if memory and precision == "float32":
+        options = dict(preset=preset, steps=min(steps, 20), warmup=warmup, batch_size=batch_size, sizes=sizes)
+        options.update(seed=seed, config_changes=config_changes)
+        _log_memory(result, reference, reference_variant or variant, variant, options, log)
+    _log_speedup(result, reference, compared, reference_variant, precision, log)
+    return result
+
+
+def _descriptions(reference_variant: str | None, precision: str) -> dict[str, str]:
+    """What each model of a benchmark is, by its name in the result."""
+    return {
         "baseline": "straightforward port",
         "reference": f"build_tagger, {reference_variant}",
         "tagger": "build_tagger",
         "float32": "build_tagger, float32",
         precision: f"build_tagger, {precision}",
     }
-    result = _timed(models, batches[:warmup], timed, tokens, what, log)
-    if memory and precision == "float32":
-        _log_memory(
-            result,
-            reference,
-            reference_variant or variant,
-            variant,
-            dict(
-                preset=preset,
-                steps=min(steps, 20),
-                warmup=warmup,
-                batch_size=batch_size,
-                sizes=sizes,
-                seed=seed,
-                config_changes=config_changes,
-            ),
-            log,
-        )
+
+
+def _log_speedup(result: dict, reference: str, compared: str, reference_variant: str | None, precision: str, log):
+    """Set and log `result["speedup"]`: the reference's step time over the compared model's."""
     result["speedup"] = result[reference]["step_s"] / result[compared]["step_s"]
     if reference == "reference":
         log(f"step time relative to {reference_variant} {1 / result['speedup']:.2f}x")
     log(f"speedup {result['speedup']:.2f}x" + (f" ({precision} over float32)" if precision != "float32" else ""))
-    return result
 
 
 def _log_batches(timed: list, batch_size: int, max_len: int, log) -> float:

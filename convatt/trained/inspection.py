@@ -266,16 +266,21 @@ def _weight_figures(run: TrainedRun, label: str) -> list[tuple[str, object | Non
             f"{variant} has no learned position embeddings",
         ),
     ]
+    return items + _conv_kernel_figures(conv, variant, label)
+
+
+def _conv_kernel_figures(conv: dict, variant: str, label: str) -> list[tuple[str, object | None, str]]:
+    """`_weight_figures`' items of the attention convolutions: one 2d figure, or one per layer of 1d kernels."""
+    from convatt.trained import inspection_figures as figures
+
     if any(kind == "2d" for kind, _, _ in conv.values()):
-        items.append(("conv_kernels", figures.conv2d_kernels(conv, label), ""))
-    elif conv:
-        items += [
+        return [("conv_kernels", figures.conv2d_kernels(conv, label), "")]
+    if conv:
+        return [
             (f"conv_kernels_layer{layer}", figures.conv1d_kernels(layer, kernel, label), "")
             for layer, (_, kernel, _) in conv.items()
         ]
-    else:
-        items.append(("conv_kernels", None, f"{variant} has no attention convolution (+Conv, +Conv2d)"))
-    return items
+    return [("conv_kernels", None, f"{variant} has no attention convolution (+Conv, +Conv2d)")]
 
 
 def _map_figures(run: TrainedRun, tokens: list[str], label: str) -> list[tuple[str, object, str]]:

@@ -1,1 +1,1 @@
-"""Training one run: the trainer, the paper's protocol and optimizer, metrics, stop requests."""
+"""Training one run: the trainer, its callbacks and checkpoints, stop requests."""

@@ -24,7 +24,7 @@ def run_config(
     data: str | Path | None = None,
     embeddings: str | Path | None = None,
     embeddings_limit: int | None = option_default("embeddings_limit"),
-    epochs: int = option_default("epochs"),
+    epochs: int | None = None,
     limit: int | None = None,
     mask_padding: bool = False,
     curve_every: int = option_default("curve_every"),
@@ -37,15 +37,14 @@ def run_config(
     """The `RunConfig` of `convatt train`'s options (the keyword arguments of `train`), not yet
     checked (`RunConfig.check`)."""
     from convatt.data.formats import data_format
-    from convatt.training.protocol import Protocol
+    from convatt.protocol import Protocol
 
-    items = {f.name for f in Protocol.items()}
-    unknown = sorted(set(protocol_items) - items)
-    if unknown:
-        raise ConvattError(f"unknown option(s) {', '.join(unknown)}; protocol items are {', '.join(sorted(items))}")
-    if jit_compile not in JIT:
-        raise ConvattError(f"jit_compile must be 'auto', 'on', 'off', True or False, not {jit_compile!r}")
-    run = RunConfig(
+    _check_options(protocol_items, jit_compile)
+    if epochs is None:  # the paper's 100 for the tagger, a causal sequence task's own
+        from convatt.run.schema import preset_epochs
+
+        epochs = preset_epochs(preset)
+    return RunConfig(
         preset=preset,
         variant=variant,
         seed=seed,
@@ -62,7 +61,18 @@ def run_config(
         protocol=Protocol.named(protocol).with_overrides(**protocol_items),
         precision=precision,
     )
-    return run
+
+
+def _check_options(protocol_items: dict, jit_compile) -> None:
+    """The options that `RunConfig.check` cannot see: the protocol items' names and `jit_compile`."""
+    from convatt.protocol import Protocol
+
+    items = {f.name for f in Protocol.items()}
+    unknown = sorted(set(protocol_items) - items)
+    if unknown:
+        raise ConvattError(f"unknown option(s) {', '.join(unknown)}; protocol items are {', '.join(sorted(items))}")
+    if jit_compile not in JIT:
+        raise ConvattError(f"jit_compile must be 'auto', 'on', 'off', True or False, not {jit_compile!r}")
 
 
 def train(

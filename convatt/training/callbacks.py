@@ -32,7 +32,7 @@ import keras
 import numpy as np
 
 from convatt.errors import ConvattError
-from convatt.run.schema import CURVE_COLUMNS, CURVE_FILE, HISTORY_COLUMNS, HISTORY_FILE, RunConfig
+from convatt.run.schema import CURVE_COLUMNS, CURVE_FILE, HISTORY_COLUMNS, HISTORY_FILE, RunConfig, columns_of
 from convatt.run.storage import write_csv
 from convatt.training import interrupt
 from convatt.training.checkpoints import Checkpoints
@@ -246,8 +246,8 @@ class EpochCheckpoint(_RunCallback):
             return
         self.checkpoints.save(self.model, self.state, self.judge.improved)
         out = self.checkpoints.directory.parent
-        write_csv(out / HISTORY_FILE, self.state.history, HISTORY_COLUMNS)
-        write_csv(out / CURVE_FILE, self.state.curve, CURVE_COLUMNS)
+        write_csv(out / HISTORY_FILE, self.state.history, columns_of(self.state.history, HISTORY_COLUMNS))
+        write_csv(out / CURVE_FILE, self.state.curve, columns_of(self.state.curve, CURVE_COLUMNS))
 
 
 class EpochSummary(_RunCallback):

@@ -34,14 +34,18 @@ class TrainBatches(keras.utils.PyDataset):
         super().__init__(workers=1, use_multiprocessing=False)
         self.split, self.batch_size, self.seed = split, batch_size, seed
         self.first_epoch, self.few_shapes = first_epoch, few_shapes
-        self.n_batches = max(1, -(-len(split.words) // batch_size))
+        self.n_batches = max(1, -(-self.n_rows() // batch_size))
         self._orders: dict[int, list[np.ndarray]] = {}
+
+    def n_rows(self) -> int:
+        """The split's rows (encoded sequences)."""
+        return len(self.split.words)
 
     def order(self, epoch: int) -> list[np.ndarray]:
         """The index arrays of epoch `epoch`'s batches (the last two epochs' are cached)."""
         if epoch not in self._orders:
             self._orders = {e: o for e, o in self._orders.items() if e == epoch - 1}
-            self._orders[epoch] = batch_order(len(self.split.words), self.batch_size, shuffle_seed(self.seed, epoch))
+            self._orders[epoch] = batch_order(self.n_rows(), self.batch_size, shuffle_seed(self.seed, epoch))
         return self._orders[epoch]
 
     def tokens(self, epoch: int, batch: int) -> float:

@@ -2,7 +2,7 @@
 
 `test_sentences.csv` (and `dev_sentences.csv`) in a run directory hold, per sentence of
 the split (in corpus order), its tokens and correct tags, over all tokens, OOV tokens
-and ambiguous tokens as `convatt.training.metrics` defines them. Summed over the rows,
+and ambiguous tokens as `convatt.protocol.metrics` defines them. Summed over the rows,
 correct / tokens is result.json's accuracy; the significance tests
 (`convatt.results.significance`) resample these rows.
 

@@ -15,9 +15,9 @@ import keras
 from convatt.data import EncodedSplit
 from convatt.errors import ConvattError
 from convatt.model.prediction import predict_tags
-from convatt.run.schema import RunConfig, check_types
-from convatt.training.metrics import batch_mean_accuracy, token_accuracy
-from convatt.training.protocol import Protocol
+from convatt.protocol import Protocol
+from convatt.protocol.metrics import batch_mean_accuracy, token_accuracy
+from convatt.run.schema import DEV_BITS_COLUMN, RunConfig, check_types
 
 
 @dataclass(frozen=True)
@@ -27,9 +27,13 @@ class DevScore:
 
     exact: float
     batch_mean: float
+    bits_per_symbol: float | None = None  # a causal sequence task's (`convatt.sequence`)
 
     @classmethod
     def measure(cls, model: keras.Model, run: RunConfig, dev: EncodedSplit) -> DevScore:
+        if not isinstance(dev, EncodedSplit):  # a causal sequence task's `SequenceSplit`
+            scores = dev.scores(model, run.eval_batch_size)
+            return cls(scores.accuracy, scores.accuracy, bits_per_symbol=scores.bits_per_symbol)
         predicted = predict_tags(model, dev, run.eval_batch_size)
         return cls(token_accuracy(predicted, dev.tags), batch_mean_accuracy(predicted, dev.tags, run.batch_size))
 
@@ -38,7 +42,10 @@ class DevScore:
         return self.batch_mean if protocol.early_stopping == "batch-mean" else self.exact
 
     def columns(self) -> dict:
-        return {"dev_accuracy": round(self.exact, 6), "dev_batch_mean_accuracy": round(self.batch_mean, 6)}
+        columns = {"dev_accuracy": round(self.exact, 6), "dev_batch_mean_accuracy": round(self.batch_mean, 6)}
+        if self.bits_per_symbol is not None:
+            columns[DEV_BITS_COLUMN] = round(self.bits_per_symbol, 6)
+        return columns
 
 
 @dataclass

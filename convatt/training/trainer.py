@@ -1,6 +1,6 @@
 """Train one tagger with the paper's protocol and write a complete run directory.
 
-Protocol (REFERENCE.md; `convatt.training.protocol` for the original code's computations and
+Protocol (REFERENCE.md; `convatt.protocol` for the original code's computations and
 the Keras 3 alternative): RMSprop, batch 32, up to 100 epochs, early stopping with
 patience 3 on dev accuracy over non-PAD tokens (the original's per-batch mean by
 default), then the best epoch's weights are restored and evaluated exactly on dev
@@ -46,6 +46,7 @@ from convatt.errors import ConvattError
 from convatt.model.prediction import evaluate
 from convatt.model.tagger import build_tagger, count_parameters
 from convatt.model.variants import TaggerConfig
+from convatt.protocol import Protocol
 from convatt.run import provenance
 from convatt.run.advice import saved_run_config
 from convatt.run.fingerprint import DataFingerprint
@@ -76,7 +77,6 @@ from convatt.training import interrupt
 from convatt.training.callbacks import CURVE_COLUMNS, HISTORY_COLUMNS, Progress
 from convatt.training.checkpoints import Checkpoints
 from convatt.training.feed import TrainBatches
-from convatt.training.protocol import Protocol
 from convatt.training.sentence_scores import write_sentence_scores
 from convatt.training.state import DevScore, TrainState
 
@@ -114,39 +114,10 @@ def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
             corpus, train=corpus.train[: run.limit], dev=corpus.dev[: run.limit], test=corpus.test[: run.limit]
         )
     vocab = build_vocabularies(corpus, run.preset, run.protocol)
-    vectors, vectors_note = None, ""
-    if config.pretrained_words:
-        if run.embeddings:
-            vectors, found = load_word_vectors(
-                run.embeddings,
-                vocab.words,
-                config.word_dim,
-                limit=run.embeddings_limit,
-                seed=run.seed,
-                random_pad_row=run.protocol.pad_inputs == "original",
-                oov_words=out_of_vocabulary(corpus, vocab.words) if run.protocol.oov_vector == "oov-word" else (),
-            )
-            vectors_note = f"pretrained vectors for {found:,} of {len(vocab.words):,} words from {run.embeddings}"
-        else:
-            vectors_note = (
-                "no --embeddings given: frozen random uniform(-0.05, 0.05) word vectors are used, "
-                "so the numbers are not comparable to the paper's fastText runs"
-            )
+    vectors, vectors_note = _word_vectors(run, config, corpus, vocab) if config.pretrained_words else (None, "")
     note = " ".join(s for s in [corpus.note, f"(--limit {run.limit})" if run.limit else ""] if s)
     encode = lambda sentences: encode_split(sentences, vocab, config.max_len, config.max_word_len)
     splits = {name: encode(getattr(corpus, name)) for name in ("train", "dev", "test")}
-    fingerprint = DataFingerprint.measure(
-        run.data,
-        corpus_files(run.preset, run.data),
-        {
-            "words vocabulary": vocab.words.tokens,
-            "chars vocabulary": vocab.chars.tokens,
-            "tags vocabulary": vocab.tags.tokens,
-            "ambiguous words": sorted(vocab.ambiguous),
-            **{f"{name} split": list(dataclasses.astuple(split)) for name, split in splits.items()},
-            "word vectors": vectors,
-        },
-    )
     return PreparedData(
         vocab,
         splits["train"],
@@ -157,8 +128,44 @@ def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
         corpus.name == "PTB-sample",
         vectors,
         vectors_note,
-        fingerprint,
+        _data_fingerprint(run, vocab, splits, vectors),
         unseen_tags(corpus.train, corpus.dev + corpus.test),
+    )
+
+
+def _word_vectors(run: RunConfig, config: TaggerConfig, corpus, vocab: Vocabularies) -> tuple[np.ndarray | None, str]:
+    """The frozen word vectors of a tagger with pretrained words (None: random ones), and a note on them."""
+    if not run.embeddings:
+        note = (
+            "no --embeddings given: frozen random uniform(-0.05, 0.05) word vectors are used, "
+            "so the numbers are not comparable to the paper's fastText runs"
+        )
+        return None, note
+    vectors, found = load_word_vectors(
+        run.embeddings,
+        vocab.words,
+        config.word_dim,
+        limit=run.embeddings_limit,
+        seed=run.seed,
+        random_pad_row=run.protocol.pad_inputs == "original",
+        oov_words=out_of_vocabulary(corpus, vocab.words) if run.protocol.oov_vector == "oov-word" else (),
+    )
+    return vectors, f"pretrained vectors for {found:,} of {len(vocab.words):,} words from {run.embeddings}"
+
+
+def _data_fingerprint(run: RunConfig, vocab: Vocabularies, splits: dict, vectors) -> DataFingerprint:
+    """What the run trains on: its data files, vocabularies, encoded splits and word vectors."""
+    return DataFingerprint.measure(
+        run.data,
+        corpus_files(run.preset, run.data),
+        {
+            "words vocabulary": vocab.words.tokens,
+            "chars vocabulary": vocab.chars.tokens,
+            "tags vocabulary": vocab.tags.tokens,
+            "ambiguous words": sorted(vocab.ambiguous),
+            **{f"{name} split": list(dataclasses.astuple(split)) for name, split in splits.items()},
+            "word vectors": vectors,
+        },
     )
 
 
@@ -194,12 +201,23 @@ def train_result(
         with run_lock(out / LOCK_FILE):
             if (out / RESULT_FILE).exists():  # finished by another process meanwhile
                 return RunResult.load(out)
-            return Trainer(run, out, log, list(callbacks), tensorboard).run()
+            return _trainer_class(run)(run, out, log, list(callbacks), tensorboard).run()
     except OSError as e:  # e.g. mkdir or the lock: a read-only or full file system, a file in the way
         raise ConvattError(os_error_reason(e), e.filename or out) from e
     finally:
         if created and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # failed before writing anything: leave no trace
+
+
+def _trainer_class(run: RunConfig) -> type[Trainer]:
+    """The tagger's `Trainer`, or a causal sequence task's (`convatt.training.sequence_trainer`)."""
+    from convatt.data.formats import is_sequence_preset
+
+    if is_sequence_preset(run.preset):
+        from convatt.training.sequence_trainer import SequenceTrainer
+
+        return SequenceTrainer
+    return Trainer
 
 
 def _check_finished_model(out: Path) -> None:
@@ -294,7 +312,7 @@ class Trainer:
     def _fit(self, model: keras.Model, data: PreparedData, state: TrainState) -> None:
         """Train the remaining epochs through `fit`; the best epoch's weights are restored."""
         run = self.run_config
-        batches = TrainBatches(data.train, run.batch_size, run.seed, state.epoch + 1, bool(model.jit_compile))
+        batches = self._train_batches(data, state, model)
         callbacks, stop, meter = self._callbacks(data, state, batches)
         try:
             model.fit(
@@ -318,6 +336,11 @@ class Trainer:
                 raise ConvattError("a callback stopped training before the first epoch ended: nothing to evaluate")
             self.log(f"stopped by a callback in epoch {state.epoch + 1}; the best epoch so far is evaluated")
             model.load_weights(self.checkpoints.best_weights(state.best_epoch))
+
+    def _train_batches(self, data: PreparedData, state: TrainState, model: keras.Model) -> TrainBatches:
+        """The batches of the epochs left to train."""
+        run = self.run_config
+        return TrainBatches(data.train, run.batch_size, run.seed, state.epoch + 1, bool(model.jit_compile))
 
     def _terminal(self) -> bool:
         """A live progress bar (Keras') on a terminal; lines (`Progress`) in logs."""
@@ -390,7 +413,8 @@ class Trainer:
         for note in (data.note, data.vectors_note, unseen):
             if note:
                 self.log(f"note: {note}")
-        data.vocab.save(self.out / VOCAB_FILE)
+        text = data.vocab.to_json()  # written atomically: a kill never leaves half a vocab.json
+        write_atomically(self.out / VOCAB_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
         v = data.vocab
         self.log(
             f"{data.corpus_name}: {len(data.train):,} / {len(data.dev):,} / {len(data.test):,} "

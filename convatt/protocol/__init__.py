@@ -1,5 +1,10 @@
 """How a run trains: the paper's code (Keras 2.2.4 on TensorFlow 1.15), or Keras 3's defaults.
 
+Data, the model and the run directory all read a run's `Protocol`, so it lives on a floor
+below them (docs/design.md); beside it, `optimizers.py` (Keras 2.2.4's RMSprop, the original's
+`optimizer`) and `metrics.py` (the paper's accuracies and the original's early-stopping
+metric).
+
 The authors' code (github pdufter/convatt) computes differently from what the paper's
 text and Keras 3's defaults give in several places. Each place is one field of
 `Protocol`, with the original's choice and the modern one:

@@ -36,7 +36,7 @@ class RMSpropKeras2(keras.optimizers.RMSprop):
 
     Example:
     ```python
-    model.compile(optimizer=convatt.training.optimizers.RMSpropKeras2(), loss="mse")
+    model.compile(optimizer=convatt.protocol.optimizers.RMSpropKeras2(), loss="mse")
     ```
     """
 

@@ -1,0 +1,448 @@
+"""`convatt bench --attention`: convatt's `MultiHeadAttention` against Keras' own layer.
+
+For each sequence length and each mask (causal: `use_causal_mask=True`; bidirectional:
+none), one jitted training step per layer: the loss `mean(output**2)` of self-attention
+on a random batch and its gradient with respect to the layer's trainable weights
+(`stateless_call` under `jax.jit` / `jax.value_and_grad`; under TensorFlow a
+`tf.function` with a gradient tape, without XLA). Timed: the median of `repeats` steps
+after `warmup` untimed ones, the layers' steps interleaved (reversed every other
+repeat) so that a change in the machine's load hits all alike. Memory (JAX only): the
+compiled program's memory analysis, `temp + argument + output` bytes: the buffers XLA
+plans for the program, deterministic (a GPU's plan differs in its fusions). `seed` draws
+the inputs; the weights are the layers' own initial ones.
+
+Two references, built and timed in the same process: Keras' `MultiHeadAttention`
+with the same `num_heads` and `key_dim` (the ratios' denominator), and the attention
+core alone, `softmax(Q K^T / sqrt(d)) V` on given Q, K, V (gradient with respect to
+them): what the attention matrix itself costs in time and working memory. A
+modification "costs more than the attention matrix" where its extra temporary bytes
+over Keras' layer exceed one float32 attention matrix (`batch * heads * length**2 * 4`
+bytes), or where its extra step time over Keras' layer exceeds the core's step time.
+The modifications with weights per position are built with `max_len` = the length.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+from keras import ops
+
+KERAS = "Keras' layer"
+CORE = "attention core"
+MASKS = {"causal": True, "bidirectional": False}  # `use_causal_mask` of each mask's name
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    """One row of the benchmark: its key (`--cases`), its name in the tables, and the
+    modification options of `convatt.layers.MultiHeadAttention`."""
+
+    key: str
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+ATTENTION_CASES: tuple[AttentionCase, ...] = (
+    AttentionCase("none", "none"),
+    AttentionCase("p-r", "+P+R", {"position_interaction": True, "relative_bias": True}),
+    AttentionCase("temp", "+Temp", {"temperature": True}),
+    AttentionCase("shaw", "Shaw k=16", {"relative_position_representation": 16}),
+    AttentionCase("alibi", "ALiBi", {"alibi": True}),
+    AttentionCase("conv", "+Conv (1d)", {"attention_conv": "1d"}),
+    AttentionCase("conv2d", "+Conv2d", {"attention_conv": "2d"}),
+    AttentionCase(
+        "mta",
+        "Conv2d (2, 9) before softmax",
+        {"attention_conv": "2d", "conv_kernel_size": (2, 9), "conv_before_softmax": True},
+    ),
+    AttentionCase("talking-heads", "talking heads", {"talking_heads": True}),
+)
+"""The modifications timed, each alone; "none" is convatt's layer with none on (= Keras');
+"mta" is Multi-Token Attention's key-query convolution."""
+CASE_KEYS = tuple(case.key for case in ATTENTION_CASES)
+
+
+@dataclass(frozen=True)
+class AttentionSettings:
+    """What is measured: the lengths, the batch and head shapes, the repeats."""
+
+    lengths: tuple[int, ...] = (64, 128, 256, 512, 1024)
+    masks: tuple[str, ...] = tuple(MASKS)
+    cases: tuple[str, ...] = CASE_KEYS
+    batch_size: int = 2
+    num_heads: int = 4
+    key_dim: int = 32
+    repeats: int = 5
+    warmup: int = 1
+    seed: int = 0
+
+    def selected_cases(self) -> list[AttentionCase]:
+        """The `ATTENTION_CASES` of `cases`, in the table's order."""
+        return [case for case in ATTENTION_CASES if case.key in self.cases]
+
+    def attention_matrix_bytes(self, length: int) -> int:
+        """Bytes of one float32 attention matrix `(batch, heads, length, length)`."""
+        return self.batch_size * self.num_heads * length * length * 4
+
+
+QUICK_SETTINGS = AttentionSettings(lengths=(16,), batch_size=1, num_heads=2, key_dim=4, repeats=1, warmup=0)
+"""A run of seconds (tests, a first look)."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One layer's training step at one length and mask.
+
+    Attributes:
+        case: an `ATTENTION_CASES` name, `KERAS` or `CORE`.
+        step_s: median seconds of one forward + backward step.
+        temp_bytes, total_bytes: the compiled step's temporary bytes and its
+            temp + argument + output bytes (JAX); None under TensorFlow.
+    """
+
+    case: str
+    length: int
+    mask: str
+    step_s: float
+    temp_bytes: int | None
+    total_bytes: int | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A modification's measurement against Keras' layer and the attention core at its length and mask.
+
+    Attributes:
+        step_ms, memory_mib, temp_mib: its step time, its memory (temp + argument +
+            output) and its temporary memory (None without a memory analysis).
+        time_ratio, memory_ratio: its step time and memory over Keras' layer's.
+        extra_temp_matrices: its temporary bytes minus Keras' layer's, in float32
+            attention matrices; None without a memory analysis.
+        extra_time_cores: its step time minus Keras' layer's, in attention-core step times.
+    """
+
+    case: str
+    length: int
+    mask: str
+    step_ms: float
+    time_ratio: float
+    memory_mib: float | None
+    temp_mib: float | None
+    memory_ratio: float | None
+    attention_matrix_mib: float
+    extra_temp_matrices: float | None
+    extra_time_cores: float
+
+    @property
+    def memory_above_matrix(self) -> bool:
+        return self.extra_temp_matrices is not None and self.extra_temp_matrices > 1
+
+    @property
+    def time_above_core(self) -> bool:
+        return self.extra_time_cores > 1
+
+
+@dataclass
+class AttentionBenchmark:
+    """Every measurement of a run, and what it ran on."""
+
+    settings: AttentionSettings
+    backend: str
+    device: str
+    measurements: list[Measurement] = field(default_factory=list)
+
+    def get(self, case: str, length: int, mask: str) -> Measurement:
+        return next(m for m in self.measurements if (m.case, m.length, m.mask) == (case, length, mask))
+
+    def compare(self, case: str, length: int, mask: str) -> Comparison:
+        mine, keras_layer, core = (self.get(name, length, mask) for name in (case, KERAS, CORE))
+        matrix = self.settings.attention_matrix_bytes(length)
+        has_memory = mine.total_bytes is not None
+        return Comparison(
+            case=case,
+            length=length,
+            mask=mask,
+            step_ms=1e3 * mine.step_s,
+            time_ratio=mine.step_s / keras_layer.step_s,
+            memory_mib=mine.total_bytes / 2**20 if has_memory else None,
+            temp_mib=mine.temp_bytes / 2**20 if has_memory else None,
+            memory_ratio=mine.total_bytes / keras_layer.total_bytes if has_memory else None,
+            attention_matrix_mib=matrix / 2**20,
+            extra_temp_matrices=(mine.temp_bytes - keras_layer.temp_bytes) / matrix if has_memory else None,
+            extra_time_cores=(mine.step_s - keras_layer.step_s) / core.step_s,
+        )
+
+    def comparisons(self) -> list[Comparison]:
+        """Every measurement against Keras' layer (Keras' layer and the core included)."""
+        names = [KERAS, CORE, *[case.name for case in self.settings.selected_cases()]]
+        settings = self.settings
+        return [self.compare(name, n, mask) for mask in settings.masks for n in settings.lengths for name in names]
+
+
+@dataclass(frozen=True)
+class CompiledStep:
+    """A compiled training step: `run()` runs it to completion; its memory analysis (JAX) or None."""
+
+    run: Callable[[], None]
+    temp_bytes: int | None = None
+    total_bytes: int | None = None
+
+
+def _compile_jax(loss: Callable, params: list, x) -> CompiledStep:
+    import jax
+
+    compiled = jax.jit(jax.value_and_grad(loss)).lower(params, x).compile()
+    memory = compiled.memory_analysis()
+    temp = int(memory.temp_size_in_bytes)
+    total = temp + int(memory.argument_size_in_bytes) + int(memory.output_size_in_bytes)
+    return CompiledStep(lambda: jax.block_until_ready(compiled(params, x)), temp, total)
+
+
+def _compile_tensorflow(loss: Callable, params: list, x) -> CompiledStep:
+    import tensorflow as tf
+
+    @tf.function(jit_compile=False)  # XLA made TensorFlow's steps slower on a CPU (docs/speed.md)
+    def step(params, x):
+        with tf.GradientTape() as tape:
+            tape.watch(params)
+            value = loss(params, x)
+        return value, tape.gradient(value, params)
+
+    def run() -> None:  # the results copied to the host: the step has finished, on any device
+        tf.nest.map_structure(np.asarray, step(params, x))
+
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")  # not its warning that each layer's new step is traced
+    try:
+        run()  # traced here, not in the first timed run
+    finally:
+        logger.setLevel(level)
+    return CompiledStep(run)
+
+
+def _compile(loss: Callable, params: list, x) -> CompiledStep:
+    """`value_and_grad(loss)(params, x)`, compiled for the backend."""
+    params = [ops.convert_to_tensor(p) for p in params]
+    return (_compile_jax if keras.backend.backend() == "jax" else _compile_tensorflow)(loss, params, x)
+
+
+def _layer_step(layer: keras.layers.MultiHeadAttention, x, causal: bool) -> CompiledStep:
+    """The training step of self-attention `layer(x, x)`: gradient with respect to its trainable weights."""
+    layer.build(tuple(x.shape), tuple(x.shape))
+    non_trainable = [v.value for v in layer.non_trainable_variables]
+
+    def loss(trainable, x):
+        output, _ = layer.stateless_call(trainable, non_trainable, x, x, use_causal_mask=causal)
+        return ops.mean(ops.square(output))
+
+    return _compile(loss, [v.value for v in layer.trainable_variables], x)
+
+
+def _core_step(settings: AttentionSettings, length: int, causal: bool, rng: np.random.Generator) -> CompiledStep:
+    """The training step of `softmax(Q K^T / sqrt(d)) V` alone: gradient with respect to Q, K, V."""
+    shape = (settings.batch_size, length, settings.num_heads, settings.key_dim)
+    qkv = [rng.normal(size=shape).astype("float32") for _ in range(3)]
+    scale = 1.0 / math.sqrt(settings.key_dim)
+
+    def loss(qkv, x):
+        query, key, value = qkv
+        scores = ops.einsum("bqhd,bkhd->bhqk", query, key) * scale
+        if causal:
+            rows, cols = ops.arange(length)[:, None], ops.arange(length)[None, :]
+            scores = ops.where(ops.greater_equal(rows, cols), scores, -1e9)
+        output = ops.einsum("bhqk,bkhd->bqhd", ops.softmax(scores, axis=-1), value)
+        return ops.mean(ops.square(output))
+
+    return _compile(loss, qkv, ops.zeros(()))
+
+
+def _steps(settings: AttentionSettings, length: int, causal: bool) -> dict[str, CompiledStep]:
+    """Keras' layer, the attention core and each case's layer at one length and mask, compiled."""
+    from convatt.layers import MultiHeadAttention
+
+    rng = np.random.default_rng(settings.seed)
+    features = settings.num_heads * settings.key_dim
+    x = ops.convert_to_tensor(rng.normal(size=(settings.batch_size, length, features)).astype("float32"))
+    steps = {KERAS: _layer_step(keras.layers.MultiHeadAttention(settings.num_heads, settings.key_dim), x, causal)}
+    steps[CORE] = _core_step(settings, length, causal, rng)
+    for case in settings.selected_cases():
+        layer = MultiHeadAttention(settings.num_heads, settings.key_dim, max_len=length, **case.options)
+        steps[case.name] = _layer_step(layer, x, causal)
+    return steps
+
+
+def _median_times(steps: dict[str, CompiledStep], repeats: int, warmup: int) -> dict[str, float]:
+    """Median seconds of each step over `repeats`, after `warmup` untimed runs; interleaved."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step.run()
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for repeat in range(repeats):
+        for name in sorted(steps, reverse=repeat % 2 == 1):
+            start = time.perf_counter()
+            steps[name].run()
+            times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def _device() -> str:
+    if keras.backend.backend() == "jax":
+        import jax
+
+        device = jax.devices()[0]
+        return f"{device.platform} ({device.device_kind})"
+    import tensorflow as tf
+
+    return "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
+
+
+def check_settings(settings: AttentionSettings) -> None:
+    """ValueErrors for settings that cannot run, one line naming the setting."""
+    positive = dict(batch_size=settings.batch_size, num_heads=settings.num_heads, key_dim=settings.key_dim)
+    positive.update(repeats=settings.repeats, lengths=min(settings.lengths, default=0))
+    for name, value in positive.items():
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1; received {getattr(settings, name)}")
+    if settings.warmup < 0:
+        raise ValueError(f"warmup must be at least 0; received {settings.warmup}")
+    for name, allowed in (("masks", tuple(MASKS)), ("cases", CASE_KEYS)):
+        given = getattr(settings, name)
+        if not given or not set(given) <= set(allowed):
+            raise ValueError(f"{name} must be some of {', '.join(allowed)}; received {', '.join(given) or 'none'}")
+
+
+def run_attention_benchmark(
+    settings: AttentionSettings | None = None, log: Callable[[str], None] = print
+) -> AttentionBenchmark:
+    """Measure every `ATTENTION_CASES` layer, Keras' layer and the attention core at each length and mask."""
+    settings = settings or AttentionSettings()
+    check_settings(settings)
+    result = AttentionBenchmark(settings, keras.backend.backend(), _device())
+    log(
+        f"convatt bench --attention: backend {result.backend}, {result.device}, batch {settings.batch_size}, "
+        f"{settings.num_heads} heads x {settings.key_dim}, forward + backward, median of {settings.repeats} "
+        f"after {settings.warmup} untimed"
+    )
+    for length in settings.lengths:
+        for mask in settings.masks:
+            start = time.perf_counter()
+            steps = _steps(settings, length, MASKS[mask])
+            compiled = time.perf_counter() - start
+            medians = _median_times(steps, settings.repeats, settings.warmup)
+            for name, step in steps.items():
+                result.measurements.append(
+                    Measurement(name, length, mask, medians[name], step.temp_bytes, step.total_bytes)
+                )
+            log(
+                f"  length {length:5d}, {mask}: compiled in {compiled:.0f} s, timed in "
+                f"{time.perf_counter() - start - compiled:.0f} s; Keras' layer {1e3 * medians[KERAS]:.1f} ms"
+            )
+    return result
+
+
+def _cell(c: Comparison) -> str:
+    if c.memory_ratio is None:
+        return f"{c.time_ratio:.2f}x"
+    return f"{c.time_ratio:.2f}x / {c.memory_ratio:.2f}x / {c.extra_temp_matrices:+.1f}"
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / 2**20:.1f} MiB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:.1f} KiB"
+
+
+def _reference_rows(result: AttentionBenchmark, mask: str) -> list[list[str]]:
+    """Keras' layer's and the core's absolute figures, and one attention matrix's size, per length."""
+    lengths = result.settings.lengths
+    rows = []
+    for name in (KERAS, CORE):
+        cells = []
+        for length in lengths:
+            m = result.get(name, length, mask)
+            memory = "" if m.total_bytes is None else f" / {_size(m.total_bytes)}"
+            cells.append(f"{1e3 * m.step_s:.1f} ms{memory}")
+        rows.append([name, *cells])
+    matrix = [_size(result.settings.attention_matrix_bytes(n)) for n in lengths]
+    return [*rows, ["one attention matrix", *matrix]]
+
+
+def render_markdown(result: AttentionBenchmark) -> str:
+    """A table per mask (rows the modifications, columns the lengths), then the cost notes."""
+    settings = result.settings
+    legend = (
+        "time / memory over Keras' layer / extra temporary memory over Keras' layer, in attention matrices"
+        if result.measurements[0].total_bytes is not None
+        else "time over Keras' layer (memory: under JAX only)"
+    )
+    parts = []
+    for mask in settings.masks:
+        header = ["", *[str(length) for length in settings.lengths]]
+        rows = _reference_rows(result, mask)
+        rows += [
+            [case.name, *[_cell(result.compare(case.name, n, mask)) for n in settings.lengths]]
+            for case in settings.selected_cases()
+        ]
+        lines = [
+            f"{mask.capitalize()} self-attention (cells: {legend}):",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+            *["| " + " | ".join(row) + " |" for row in rows],
+        ]
+        parts.append("\n".join(lines))
+    parts.append("\n".join(cost_notes(result)))
+    return "\n\n".join(parts) + "\n"
+
+
+def _cost_note(case: str, mask: str, rows: list[Comparison]) -> str | None:
+    """Where `case` costs more than the attention matrix under `mask`, or None."""
+    memory = [r for r in rows if r.memory_above_matrix]
+    slow = [r for r in rows if r.time_above_core]
+    if not memory and not slow:
+        return None
+    parts = []
+    if memory:
+        most = max(memory, key=lambda r: r.extra_temp_matrices)
+        parts.append(
+            f"memory at {', '.join(str(r.length) for r in memory)} "
+            f"(up to {most.extra_temp_matrices:.1f} attention matrices more than Keras' layer, at {most.length})"
+        )
+    if slow:
+        most = max(slow, key=lambda r: r.extra_time_cores)
+        parts.append(
+            f"time at {', '.join(str(r.length) for r in slow)} "
+            f"(up to {most.extra_time_cores:.1f} attention cores' step time more, at {most.length})"
+        )
+    return f"- {case}, {mask}: " + "; ".join(parts)
+
+
+def cost_notes(result: AttentionBenchmark) -> list[str]:
+    """Per modification and mask: the lengths where it costs more than the attention matrix itself
+    ("none", Keras' own computation, only shows the timing noise in the table)."""
+    notes = ["Where a modification costs more than the attention matrix itself:"]
+    for case in result.settings.selected_cases():
+        for mask in result.settings.masks if case.options else ():
+            rows = [result.compare(case.name, n, mask) for n in result.settings.lengths]
+            note = _cost_note(case.name, mask, rows)
+            notes += [note] if note else []
+    return notes if len(notes) > 1 else [*notes, "- none"]
+
+
+def write_csv(result: AttentionBenchmark, path: str | Path) -> None:
+    """One row per layer, length and mask: the `Comparison` fields and the run's settings."""
+    rows = [asdict(c) for c in result.comparisons()]
+    settings = asdict(result.settings)
+    settings.update({name: " ".join(map(str, settings[name])) for name in ("lengths", "masks", "cases")})
+    extra = {"backend": result.backend, "device": result.device, **settings}
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[*rows[0], *extra])
+        writer.writeheader()
+        writer.writerows({**row, **extra} for row in rows)

@@ -1,0 +1,94 @@
+"""`convatt bench --attention`: every modification is measured against Keras' layer in one run,
+and the memory figures (JAX's memory analysis of the compiled step) agree with sizes computed
+here with NumPy. Structure and consistency only: no timing assertions."""
+
+import csv
+import dataclasses
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from convatt.speed.attention import (
+    ATTENTION_CASES,
+    CORE,
+    KERAS,
+    QUICK_SETTINGS,
+    render_markdown,
+    run_attention_benchmark,
+)
+
+SETTINGS = dataclasses.replace(QUICK_SETTINGS, masks=("causal",))  # one length, one mask
+NAMES = [KERAS, CORE, *[case.name for case in ATTENTION_CASES]]  # every row, in the table's order
+MIB = 2**20
+
+
+def _check_memory(rows: dict[str, dict], settings=SETTINGS) -> None:
+    """Memory figures (MiB, by case) against the attention matrix and the weights' sizes."""
+    (length,) = settings.lengths
+    heads, batch = settings.num_heads, settings.batch_size
+    matrix = np.zeros((batch, heads, length, length), np.float32).nbytes
+    keras_row = rows[KERAS]
+    assert keras_row["temp_mib"] * MIB >= matrix  # the softmax kept for the backward pass, at least
+    for name, row in rows.items():
+        assert row["attention_matrix_mib"] * MIB == matrix
+        assert row["memory_ratio"] == pytest.approx(row["memory_mib"] / keras_row["memory_mib"])
+        extra = (row["temp_mib"] - keras_row["temp_mib"]) * MIB / matrix
+        assert row["extra_temp_matrices"] == pytest.approx(extra), name
+
+    def weights_and_gradients(name):  # arguments + outputs: the weights in, their gradients out (+ x, loss)
+        return (rows[name]["memory_mib"] - rows[name]["temp_mib"]) * MIB
+
+    assert weights_and_gradients("none") == weights_and_gradients(KERAS)  # the same weights
+    conv = [np.zeros((heads, 3, length, length), np.float32), np.zeros((heads, length), np.float32)]  # kernel, bias
+    for name, new_weights in (("+Conv (1d)", conv), ("+Temp", [np.zeros((3, heads), np.float32)])):
+        if name not in rows:
+            continue
+        added = weights_and_gradients(name) - weights_and_gradients("none") - 2 * sum(w.nbytes for w in new_weights)
+        assert 0 <= added <= 64 * len(new_weights), name  # + the output tuple's pointers to the new gradients
+
+
+def test_quick_run_in_process_with_the_cases_chosen():
+    """The session's backend (TensorFlow in `make test`: time only), two modifications."""
+    lines = []
+    result = run_attention_benchmark(dataclasses.replace(SETTINGS, cases=("mta", "none")), log=lines.append)
+    rows = result.comparisons()
+    names = [KERAS, CORE, "none", "Conv2d (2, 9) before softmax"]  # the table's order, not the option's
+    assert [(r.case, r.length, r.mask) for r in rows] == [(name, 16, "causal") for name in names]
+    assert all(r.step_ms > 0 and r.time_ratio > 0 for r in rows)
+    assert rows[0].time_ratio == 1 and rows[0].extra_time_cores == 0
+    markdown = render_markdown(result)
+    for name in names:
+        assert f"\n| {name} |" in markdown
+    assert "+Conv2d |" not in markdown
+    assert "Causal self-attention" in markdown and "Bidirectional" not in markdown
+    assert "Where a modification costs more than the attention matrix itself:" in markdown
+    assert lines[0].startswith(f"convatt bench --attention: backend {keras.backend.backend()}")
+    if keras.backend.backend() == "jax":
+        _check_memory({r.case: dataclasses.asdict(r) for r in rows})
+    else:
+        assert all(r.memory_mib is None and r.extra_temp_matrices is None for r in rows)
+        assert "memory: under JAX only" in markdown
+
+
+def test_cli_under_jax_writes_the_memory_of_every_modification(tmp_path):
+    """The command end to end in a JAX process (the memory analysis), every modification, its CSV read back."""
+    out = tmp_path / "attention.csv"
+    # without LLVM's optimisations XLA compiles 2-3x faster (the weights' initializers too)
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}
+    command = [sys.executable, "-m", "convatt", "bench", "--attention", "--quick", "--masks", "causal"]
+    done = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "backend jax" in done.stdout and f"wrote {out}" in done.stdout
+    for name in NAMES:
+        assert f"\n| {name} |" in done.stdout
+    with open(out) as f:
+        rows = {row["case"]: row for row in csv.DictReader(f)}
+    assert list(rows) == NAMES
+    figures = ("_mib", "_ratio", "_matrices")
+    numbers = {name: {k: float(v) for k, v in row.items() if k.endswith(figures)} for name, row in rows.items()}
+    assert all(row["time_ratio"] > 0 for row in numbers.values())
+    _check_memory(numbers)
