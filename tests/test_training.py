@@ -96,7 +96,7 @@ def test_seeds_differ_and_a_finished_run_is_not_redone(tiny_runs, capsys):
 
 
 def test_a_directory_holding_another_run_is_refused(tiny_runs):
-    with pytest.raises(ConvattError, match=r"different run \(seed: 1 -> 3\)"):
+    with pytest.raises(ConvattError, match=r"finished run with other options \(seed: 1 -> 3\)"):
         train_run(tiny_options(tiny_runs / "ptb/san-pe-add/seed1", seed=3))
 
 
