@@ -9,6 +9,7 @@ import argparse
 import signal
 import sys
 
+from convatt import __version__
 from convatt.cli import bench, evaluate, inspect, params, results, score, status, tag, train
 from convatt.cli._common import check_backend, error_message, quiet_backend
 from convatt.cli._streams import READER_GONE, discard_stdout, open_closed_stdout, stdout_gone
@@ -39,6 +40,7 @@ class CommandParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convatt", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"convatt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for add_command in (
         params.add_command,
