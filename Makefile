@@ -19,7 +19,8 @@
 #   make docs-results   the committed docs/results/ from RUNS, and the copies of its tables in README.md and docs/results.md
 #   make status         how many runs of each grid are finished (and queued/running on Slurm),
 #                       each unfinished run's epoch and best dev accuracy so far
-#   make test           the test suite (TensorFlow, then the layer tests again on JAX)
+#   make test           the test suite (TensorFlow, then the layer tests and the training tests
+#                       marked jax_too again on JAX)
 #   make lint           ruff check and format check; make format applies them
 #   make venv           the virtual environment .venv (everything else builds it first)
 #
@@ -316,6 +317,8 @@ $(VENV_STAMP): setup.cfg pyproject.toml
 	touch $@
 
 LAYER_TESTS := $(wildcard tests/test_layers_*.py)
+# the files holding the tests marked jax_too: train, kill and resume exactly, evaluate, tag (the GPU path)
+JAX_TRAINING_TESTS := tests/test_training.py tests/test_tagging.py
 # pytest-xdist: a test file's tests stay in one worker (its module fixtures are built once)
 PYTEST_PARALLEL := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 test: $(VENV_STAMP)
@@ -325,6 +328,7 @@ ifneq ($(LAYER_TESTS),)
 else
 	@echo "no tests/test_layers_*.py: nothing to run on JAX"
 endif
+	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) -m jax_too $(JAX_TRAINING_TESTS)
 
 # ruff (configured in pyproject.toml): lint and format check, no changes; `make format` applies them
 LINT_PATHS := convatt experiments tests

@@ -12,24 +12,34 @@ or those named by `--treebanks`, less `--exclude`.
 
 Sources:
 - `tarball` (default): `ud-treebanks-v2.2.tgz` of LINDAT handle 11234/1-2837,
-  streamed to a temporary file beside the output, checked against a SHA-256
-  (`--sha256`, default `UD22_SHA256`), and only the wanted treebanks' files are
-  extracted. `--tarball PATH` uses a file downloaded before (also checked).
+  streamed to a temporary file beside the output, and only the wanted treebanks'
+  files are extracted. `--tarball PATH` uses a file downloaded before. No SHA-256
+  of the tarball is built in (none could be established); `--sha256 HEX` checks
+  one you trust.
 - `git`: each treebank's repository at tag `r2.2`, cloned with depth 1 from
   `--git-url` (a template with `{name}`, e.g. a local mirror
   `file:///srv/mirror/UD_{name}.git`).
 
+Every file kept, from either source, is checked against the manifest
+`experiments/ud22_manifest.csv` (written by `ud_manifest.py` from the treebanks'
+repositories at tag r2.2): its git blob SHA-1 must be the manifest's, and the
+treebank must have exactly the manifest's files. A treebank that differs is not
+kept; each differing file is named with both hashes. Treebanks not in the manifest
+are refused before anything is downloaded (`--manifest` names another one).
+
 Each treebank is written into a hidden temporary directory beside its target
-(`.UD_<Name>.partial-*`) and renamed into place when complete, so a `UD_<Name>/`
-directory is always whole; a complete one is skipped on a rerun, and leftovers of
-an interrupted run are removed. Stdlib only: the Makefile calls it with the
-system Python. Errors are one line on stderr, with exit status 1; treebanks that
-cannot be had are named, the others are still written.
+(`.UD_<Name>.partial-*`) and renamed into place when complete and verified, so a
+`UD_<Name>/` directory is always whole; a complete one is verified again and
+skipped on a rerun, and leftovers of an interrupted run are removed. Stdlib only:
+the Makefile calls it with the system Python. Errors are one line on stderr, with
+exit status 1; treebanks that cannot be had are named, the others are still written.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import gzip
 import hashlib
 import os
 import re
@@ -43,15 +53,9 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grid import paper_treebanks  # noqa: E402  (experiments/grid.py, stdlib only)
+from grid import ROOT, paper_treebanks  # noqa: E402  (experiments/grid.py, stdlib only)
 
 UD22_URL = "https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/11234/1-2837/ud-treebanks-v2.2.tgz"
-# SHA-256 of ud-treebanks-v2.2.tgz as pyconll's integration tests record it
-# (tests/int/test_corpora.py, "zip hash" of UD 2.2). NOT verified by this project:
-# the tarball could not be downloaded where this script was written. If the real
-# download does not match, the error prints the computed hash; check it against
-# LINDAT's page (http://hdl.handle.net/11234/1-2837) and pass it with --sha256.
-UD22_SHA256 = "a9580ac2d3a6d70d6a9589d3aeb948fbfba76dca813ef7ca7668eb7be2eb4322"
 GIT_URL = "https://github.com/UniversalDependencies/UD_{name}.git"
 GIT_TAG = "r2.2"
 SPLITS = ("train", "dev", "test")
@@ -66,6 +70,9 @@ NETWORK_ERRORS = (
     "unable to access",
 )
 CHUNK = 1 << 20
+# treebank, path, git blob SHA-1 and tag commit of every kept file at r2.2 (ud_manifest.py)
+MANIFEST = ROOT / "experiments" / "ud22_manifest.csv"
+MANIFEST_FIELDS = ("treebank", "path", "blob_sha1", "commit")
 
 
 class DataError(Exception):
@@ -80,14 +87,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--treebanks", default="", help="comma-separated names (default: the paper's 47)")
     p.add_argument("--exclude", default="", help="comma-separated names to leave out")
     p.add_argument("--url", default=UD22_URL, help="tarball URL (default: LINDAT's)")
-    p.add_argument(
-        "--sha256",
-        default=UD22_SHA256,
-        help="expected SHA-256 of the tarball (default: the built-in one, not verified by this project)",
-    )
+    p.add_argument("--sha256", default="", help="a SHA-256 you trust for the tarball (default: none)")
     p.add_argument("--tarball", default="", help="use this downloaded tarball instead of --url")
     p.add_argument("--git-url", default=GIT_URL, help="repository URL template with {name} (default: %(default)s)")
     p.add_argument("--tag", default=GIT_TAG, help="git tag (default: %(default)s)")
+    p.add_argument("--manifest", default=str(MANIFEST), help="the files' git blob SHA-1s (default: %(default)s)")
     return p.parse_args(argv)
 
 
@@ -107,6 +111,54 @@ def wanted_treebanks(treebanks: str, exclude: str) -> list[str]:
     if not left:
         raise DataError("no treebank left to obtain (--treebanks/--exclude)")
     return left
+
+
+def read_manifest(path: Path) -> dict[str, dict[str, str]]:
+    """{treebank: {file name: git blob SHA-1}} of a manifest written by ud_manifest.py."""
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if tuple(reader.fieldnames or ()) != MANIFEST_FIELDS:
+                raise DataError(f"{path}: not a manifest (columns {', '.join(MANIFEST_FIELDS)} expected)")
+            manifest: dict[str, dict[str, str]] = {}
+            for row in reader:
+                manifest.setdefault(row["treebank"], {})[row["path"]] = row["blob_sha1"]
+    except OSError as e:
+        raise DataError(f"cannot read the manifest {path}: {e.strerror}") from None
+    return manifest
+
+
+def check_listed(wanted: list[str], manifest: dict[str, dict[str, str]], path: str) -> None:
+    """An error, before anything is fetched, for treebanks that nothing could verify."""
+    unlisted = [t for t in wanted if t not in manifest]
+    if unlisted:
+        raise DataError(f"not in the manifest {path}, so they could not be verified: {', '.join(unlisted)}")
+
+
+def blob_sha1(path: Path) -> str:
+    """A file's git blob SHA-1, `sha1(b"blob <size>\\0" + content)` as `git hash-object` computes it;
+    a `.gz` file's content is the decompressed one."""
+    if path.suffix == ".gz":
+        data = gzip.decompress(path.read_bytes())
+        return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    digest = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def mismatches(directory: Path, expected: dict[str, str]) -> list[str]:
+    """How a treebank directory differs from its manifest entries: one item per file."""
+    present = {p.name[:-3] if p.suffix == ".gz" else p.name: p for p in directory.iterdir() if p.is_file()}
+    found = []
+    for name, blob in sorted(expected.items()):
+        if name not in present:
+            found.append(f"{name} missing")
+        elif (got := blob_sha1(present[name])) != blob:
+            found.append(f"{name} has blob SHA-1 {got}, the manifest {blob}")
+    found += [f"{name} not in the manifest" for name in sorted(set(present) - set(expected))]
+    return found
 
 
 def split_files(directory: Path) -> dict[str, Path]:
@@ -135,12 +187,13 @@ def new_partial(out: Path, name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f".UD_{name}.partial-", dir=out))
 
 
-def finish(partial: Path, out: Path, name: str) -> str | None:
-    """Rename a filled temporary directory to `out/UD_<name>`; else why not (and remove it)."""
-    missing = [s for s in SPLITS if s not in split_files(partial)]
-    if missing:
+def finish(partial: Path, out: Path, name: str, expected: dict[str, str]) -> str | None:
+    """Rename a filled temporary directory to `out/UD_<name>` if it is the manifest's; else why
+    not (and remove it)."""
+    differences = mismatches(partial, expected)
+    if differences:
         shutil.rmtree(partial, ignore_errors=True)
-        return f"no {'/'.join(missing)} file"
+        return "differs from the manifest: " + "; ".join(differences)
     target = out / f"UD_{name}"
     if target.exists():
         shutil.rmtree(partial, ignore_errors=True)
@@ -199,13 +252,13 @@ def file_sha256(path: Path) -> str:
 
 
 def check_sha256(got: str, expected: str, what: str) -> None:
-    """An error unless the SHA-256 is the expected one."""
-    if got.lower() != expected.strip().lower():
-        raise DataError(
-            f"wrong SHA-256 for {what}: expected {expected.strip()}, got {got} "
-            "(a corrupt or different file; if you trust it, rerun with "
-            f"--sha256 {got})"
-        )
+    """An error unless the SHA-256 is the expected one (given with --sha256); none expected: a note."""
+    if not expected:
+        print(f"SHA-256 of {what}: {got} (not checked: no --sha256; every file is checked against the manifest)")
+    elif got.lower() != expected.strip().lower():
+        raise DataError(f"wrong SHA-256 for {what}: expected {expected.strip()}, got {got} (a corrupt or other file)")
+    else:
+        print(f"SHA-256 checked: {got}", flush=True)
 
 
 def tarball_treebank(member: tarfile.TarInfo, wanted: set[str]) -> tuple[str, str] | None:
@@ -250,7 +303,6 @@ def from_tarball(args: argparse.Namespace, out: Path, todo: list[str]) -> dict[s
     archive, got = download(args.url, out)
     try:
         check_sha256(got, args.sha256, args.url)
-        print(f"SHA-256 checked: {got}", flush=True)
         return extract(archive, out, todo)
     finally:
         archive.unlink(missing_ok=True)
@@ -308,51 +360,70 @@ def from_git(url: str, tag: str, out: Path, name: str) -> tuple[Path | None, str
 # ---- the run ----
 
 
-def prepare(out: Path, wanted: list[str]) -> list[str]:
-    """Create `out`, remove leftovers, report complete treebanks; those still to do."""
+def prepare(out: Path, wanted: list[str], manifest: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
+    """Create `out`, remove leftovers, verify complete treebanks: (those still to do, those
+    already there that differ from the manifest, each with its reason)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise DataError(f"cannot create {out}: {e.strerror}") from None
     for stale in out.glob(".ud-treebanks.download-*"):
         stale.unlink(missing_ok=True)
-    todo = []
+    todo, refused = [], []
     for i, name in enumerate(wanted, 1):
         clean_leftovers(out, name)
-        if is_complete(out / f"UD_{name}"):
-            report(i, len(wanted), name, "already complete, skipped")
-        else:
+        target = out / f"UD_{name}"
+        if not is_complete(target):
             todo.append(name)
-    return todo
+        elif differences := mismatches(target, manifest[name]):
+            why = f"{target} differs from the manifest: {'; '.join(differences)}; remove it and rerun"
+            report(i, len(wanted), name, f"NOT KEPT: {why}")
+            refused.append(f"{name} ({why})")
+        else:
+            report(i, len(wanted), name, "already complete and verified, skipped")
+    return todo, refused
 
 
-def run_tarball(args: argparse.Namespace, out: Path, wanted: list[str], todo: list[str]) -> list[str]:
+def conclude(wanted: list[str], name: str, why: str | None, written: str, missing: list[str]) -> None:
+    """Report one treebank's outcome; add it to `missing` with its reason if it was not written."""
+    report(wanted.index(name) + 1, len(wanted), name, f"NOT WRITTEN: {why}" if why else written)
+    if why:
+        missing.append(f"{name} ({why})")
+
+
+def run_tarball(args: argparse.Namespace, out: Path, wanted: list[str], todo: list[str], manifest) -> list[str]:
     """Obtain `todo` from the tarball; the missing treebanks, each with its reason."""
     partials = from_tarball(args, out, todo)
-    missing = []
+    missing: list[str] = []
     for name in todo:
-        i = wanted.index(name) + 1
-        why = finish(partials[name], out, name) if name in partials else "not in the tarball"
-        report(i, len(wanted), name, f"MISSING: {why}" if why else "written")
-        if why:
-            missing.append(f"{name} ({why})")
+        why = finish(partials[name], out, name, manifest[name]) if name in partials else "not in the tarball"
+        conclude(wanted, name, why, "written and verified", missing)
     return missing
 
 
-def run_git(args: argparse.Namespace, out: Path, wanted: list[str], todo: list[str]) -> list[str]:
+def run_git(args: argparse.Namespace, out: Path, wanted: list[str], todo: list[str], manifest) -> list[str]:
     """Obtain `todo` from their repositories; the missing treebanks, each with its reason."""
     if "{name}" not in args.git_url:
         raise DataError(f"--git-url {args.git_url!r} has no {{name}}")
-    missing = []
+    missing: list[str] = []
     for name in todo:
-        i = wanted.index(name) + 1
         partial, why = from_git(args.git_url.format(name=name), args.tag, out, name)
         if partial is not None:
-            why = finish(partial, out, name)
-        report(i, len(wanted), name, f"MISSING: {why}" if why else f"written (tag {args.tag})")
-        if why:
-            missing.append(f"{name} ({why})")
+            why = finish(partial, out, name, manifest[name])
+        conclude(wanted, name, why, f"written and verified (tag {args.tag})", missing)
     return missing
+
+
+def load_manifest(args: argparse.Namespace, wanted: list[str]) -> dict[str, dict[str, str]]:
+    """The manifest, checked to be of `--tag` and to list every wanted treebank."""
+    if args.tag != GIT_TAG and Path(args.manifest) == MANIFEST:
+        raise DataError(
+            f"--tag {args.tag}: the built-in manifest is of {GIT_TAG}; "
+            f"pass --manifest written by ud_manifest.py --tag {args.tag}"
+        )
+    manifest = read_manifest(Path(args.manifest))
+    check_listed(wanted, manifest, args.manifest)
+    return manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -361,9 +432,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out = Path(args.out)
         wanted = wanted_treebanks(args.treebanks, args.exclude)
-        todo = prepare(out, wanted)
+        manifest = load_manifest(args, wanted)
+        todo, missing = prepare(out, wanted, manifest)
         run = run_git if args.source == "git" else run_tarball
-        missing = run(args, out, wanted, todo) if todo else []
+        missing += run(args, out, wanted, todo, manifest) if todo else []
     except DataError as e:
         print(f"ud_data: error: {e}", file=sys.stderr)
         return 1
@@ -376,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"{len(wanted)} treebanks under {out}: make ud-all UD_DIR={out}")
+    print(f"{len(wanted)} treebanks under {out}, every file verified: make ud-all UD_DIR={out}")
     return 0
 
 

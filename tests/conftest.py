@@ -40,6 +40,9 @@ PTB_SAMPLE_FILES = _extract_ptb_sample()
 UD_DIR = ROOT / "convatt" / "embedded" / "ud-2.2"
 LINES = UD_DIR / "UD_English-LinES"
 TINY_VARIANTS = ("san-pe-add", "san-pe-add-conv2d")
+# The tiny runs compiled under JAX (eager JAX runs op by op: minutes for a tiny run), not under
+# TensorFlow (XLA's compile takes longer than such a run).
+TINY_JIT = os.environ.get("KERAS_BACKEND", "tensorflow") == "jax"
 TINY_SEEDS = (1, 2)
 
 
@@ -55,7 +58,7 @@ def tiny_options(out: Path, variant: str = "san-pe-add", seed: int = 1, **change
         epochs=2,
         limit=160,
         curve_every=2,
-        jit_compile=False,
+        jit_compile=TINY_JIT,
     )
     return TrainOptions(**{**base, **changes})
 
@@ -103,7 +106,7 @@ def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[
         "--curve-every",
         "2",
         "--jit-compile",
-        "off",
+        "on" if TINY_JIT else "off",
         "--out",
         str(out),
     ]

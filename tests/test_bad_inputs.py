@@ -192,11 +192,20 @@ CASES = [
         "convatt does not write into it: use a new or empty directory",
     ),
     Case(
-        "train-resume-with-other-flags",
+        "train-finished-run-with-other-flags",
         _train("{run}", "--seed", "7", "--epochs", "1", "--jit-compile", "off"),
         None,
         2,
-        "to resume that run, give `--seed 1 --limit 30 --curve-every 0` instead",
+        "holds a finished run with other options (seed: 1 -> 7, limit: 30 -> None, curve_every: 0 -> 100): "
+        "to use it, give `--seed 1 --limit 30 --curve-every 0` instead",
+    ),
+    Case(
+        "train-finished-run-with-more-epochs",
+        _train("{run}", *[("5" if o == "1" else o) for o in RUN_OPTIONS]),
+        None,
+        2,
+        "holds a finished run with other options (epochs: 1 -> 5): to use it, give `--epochs 1` instead; "
+        "to train this one, choose another --out",
     ),
     Case(
         "train-damaged-config",

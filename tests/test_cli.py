@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import LINES, PTB_SAMPLE_FILES
+from conftest import LINES, PTB_SAMPLE_FILES, ROOT
 
 
 def convatt(*args):
@@ -163,3 +163,16 @@ def test_every_option_has_help_and_shows_its_default():
                 assert "default" in (action.help or "").lower() or f"default: {action.default}" in " ".join(
                     text.split()
                 ), f"convatt {name} {action.option_strings[0]}: its default {action.default!r} is not shown"
+
+
+def test_version_is_the_packages_and_setup_cfgs():
+    import configparser
+
+    from convatt import __version__
+
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    done = convatt("--version")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout == f"convatt {__version__}\n"
+    assert setup["metadata"]["version"] == __version__

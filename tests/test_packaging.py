@@ -1,4 +1,4 @@
-"""A plain (non-editable) install carries the embedded corpora and the paper's tables.
+"""A plain (non-editable) install carries the embedded corpora, the paper's tables and the LICENSE.
 
 Builds the real wheel, unpacks it into a temporary directory and runs the installed
 package from there, away from the checkout: the default corpora load and the paper's
@@ -55,6 +55,7 @@ def test_the_wheel_carries_the_embedded_data(tmp_path):
         "convatt/embedded/ud-2.2/UD_Vietnamese-VTB/vi_vtb-ud-train.conllu.gz",
     ):
         assert needed in names, needed
+    assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE") for n in names)
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     env = {**os.environ, "PYTHONPATH": str(site)}

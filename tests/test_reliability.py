@@ -157,6 +157,39 @@ def test_resume_on_changed_data_is_refused_naming_what_changed(run_copy, ptb_cop
     assert (run_copy / "checkpoint" / "state.json").read_bytes() == state  # nothing of the run touched
 
 
+@pytest.mark.parametrize(
+    "state, changes, differ, advice",
+    [
+        ("unfinished", dict(seed=3), "a different run (seed: 1 -> 3)", "to resume that run, give `--seed 1` instead"),
+        ("finished", dict(seed=3), "a finished run with other options (seed: 1 -> 3)", "give `--seed 1` instead"),
+        ("finished", dict(epochs=5), "a finished run with other options (epochs: 2 -> 5)", "give `--epochs 2` instead"),
+    ],
+)
+def test_other_options_on_a_run_name_what_differs_whether_it_finished_or_not(
+    state, changes, differ, advice, run_copy, finished, ptb_copy, tmp_path
+):
+    """One path for every run directory asked for with other options: never "nothing to do"
+    for a finished run asked for with more epochs, nor a silently resumed other run."""
+    if state == "finished":
+        run_copy = tmp_path / "finished"
+        shutil.copytree(finished, run_copy)
+    before = snapshot(run_copy)
+    lines = []
+    with pytest.raises(ConvattError) as e:
+        train_run(tiny_options(run_copy, data=str(ptb_copy), **changes), log=lines.append)
+    assert differ in str(e.value) and advice in str(e.value) and "choose another --out" in str(e.value)
+    assert str(e.value).startswith(str(run_copy / "config.json")) and not lines
+    assert snapshot(run_copy) == before
+
+
+def test_a_finished_run_asked_for_with_other_execution_options_is_not_redone(finished, ptb_copy):
+    before = snapshot(finished)
+    lines = []
+    train_run(tiny_options(finished, data=str(ptb_copy), jit_compile=True, eval_batch_size=7), log=lines.append)
+    assert lines == [f"{finished}: complete (result.json exists, model.keras checked); nothing to do"]
+    assert snapshot(finished) == before
+
+
 def test_older_runs_without_a_fingerprint_resume_with_a_note(finished):
     assert json.loads((finished / "result.json").read_text())["epochs_run"] == 2
     assert "data_fingerprint" in json.loads((finished / "config.json").read_text())

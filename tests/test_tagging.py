@@ -99,6 +99,7 @@ def test_long_sentences_are_tagged_in_pieces_and_long_words_by_their_start(ud_mo
     assert tags(text)[:4] == tags(text)[4:] and stats.long_words == 2
 
 
+@pytest.mark.jax_too
 def test_a_ptb_run_fills_xpos_from_plain_text_on_stdin(tmp_path):
     from convatt.training.trainer import train_run
 

@@ -11,11 +11,21 @@ import keras
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import LINES, TINY_SEEDS, TINY_VARIANTS, lock_held, pausing_command, tiny_command, tiny_options
+from conftest import (
+    LINES,
+    PTB_SAMPLE,
+    TINY_SEEDS,
+    TINY_VARIANTS,
+    lock_held,
+    pausing_command,
+    tiny_command,
+    tiny_options,
+)
 
 from convatt.data import load_corpus
 from convatt.errors import ConvattError
 from convatt.run import provenance
+from convatt.trained.evaluation import evaluate_run
 from convatt.training import trainer as training
 from convatt.training.trainer import TrainOptions, train_run
 
@@ -96,7 +106,7 @@ def test_seeds_differ_and_a_finished_run_is_not_redone(tiny_runs, capsys):
 
 
 def test_a_directory_holding_another_run_is_refused(tiny_runs):
-    with pytest.raises(ConvattError, match=r"different run \(seed: 1 -> 3\)"):
+    with pytest.raises(ConvattError, match=r"finished run with other options \(seed: 1 -> 3\)"):
         train_run(tiny_options(tiny_runs / "ptb/san-pe-add/seed1", seed=3))
 
 
@@ -155,11 +165,16 @@ def _start(out, env: dict | None = None):
     )
 
 
-def test_killed_run_resumes_to_the_same_result(tmp_path):
-    reference = tmp_path / "reference"  # the same run, never interrupted
-    subprocess.run(tiny_command(reference), check=True, capture_output=True, env=os.environ | ONE_THREAD)
+@pytest.mark.jax_too
+def test_killed_run_resumes_to_the_same_result_and_evaluates_to_it(tmp_path):
+    # under JAX the processes share their compiled programs (the same shapes), as make's runs do
+    env = ONE_THREAD | {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache")}
+    reference = tmp_path / "reference"  # the same run, never interrupted, beside the interrupted one
+    uninterrupted = subprocess.Popen(
+        tiny_command(reference), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ | env
+    )
     run = tmp_path / "interrupted"
-    proc = _start(run, ONE_THREAD)
+    proc = _start(run, env)
     for line in proc.stdout:  # power loss in the middle of epoch 2
         if line.startswith("epoch 2/2  batch 1/"):
             proc.send_signal(signal.SIGKILL)
@@ -169,7 +184,9 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     assert not (run / "result.json").exists()
     assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 1
 
-    resumed = subprocess.run(tiny_command(run), check=True, capture_output=True, text=True, env=os.environ | ONE_THREAD)
+    assert uninterrupted.wait(timeout=600) == 0, uninterrupted.stderr.read().decode()[-2000:]
+    uninterrupted.stderr.close()
+    resumed = subprocess.run(tiny_command(run), check=True, capture_output=True, text=True, env=os.environ | env)
     assert "resuming from epoch 1" in resumed.stdout
     # numbers agree to 1e-4 (columns, epochs and steps exactly): a margin for rounding
     # between two processes; a resume that lost the optimizer's state or a batch is off by far more
@@ -185,6 +202,12 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     assert len(weights[0]) == len(weights[1])
     for x, y in zip(*weights):  # the same margin for rounding between two processes
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
+    # `convatt evaluate` scores the whole test split (the runs trained on --limit 160): the same
+    # tokens for both, and the resumed run's kept model as the uninterrupted one's
+    evaluated = [evaluate_run(d) for d in (reference, run)]
+    test_tokens = sum(len(s) for s in load_corpus("ptb", PTB_SAMPLE).test)
+    assert evaluated[0]["n_all"] == test_tokens > b["test"]["n_all"]
+    assert evaluated[1] == close_to(evaluated[0])
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

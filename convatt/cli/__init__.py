@@ -9,8 +9,10 @@ import argparse
 import signal
 import sys
 
+from convatt import __version__
 from convatt.cli import bench, evaluate, inspect, params, results, score, status, tag, train
 from convatt.cli._common import check_backend, error_message, quiet_backend
+from convatt.cli._streams import READER_GONE, discard_stdout, open_closed_stdout, stdout_gone
 from convatt.errors import ConvattError
 from convatt.training import interrupt
 
@@ -38,6 +40,7 @@ class CommandParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convatt", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"convatt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for add_command in (
         params.add_command,
@@ -66,6 +69,23 @@ def one_line(message: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit status. Standard output closed or its reader gone (`| head`)
+    is no error: the command stops quietly with status 141, as a shell's tools do."""
+    open_closed_stdout()
+    try:
+        try:
+            return run_command(argv)
+        finally:
+            sys.stdout.flush()  # a reader gone shows here, not as Python's complaint at exit
+    except Exception as e:  # an OSError, or a ConvattError raised from one
+        if not stdout_gone(e):
+            raise
+        discard_stdout()
+        return READER_GONE
+
+
+def run_command(argv: list[str] | None) -> int:
+    """Parse the command line and run its command; every error is one line on stderr."""
     args = build_parser().parse_args(argv)
     for signum in (signal.SIGINT, signal.SIGTERM):  # one stop path for Ctrl-C, kill and preemption
         signal.signal(signum, _interrupt)
@@ -79,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nconvatt: interrupted; finished epochs are kept: rerun the same command to resume", file=sys.stderr)
         return 130
     except Exception as e:  # every error ends in one line; --debug shows the traceback
-        if args.debug:
+        if args.debug or stdout_gone(e):
             raise
         print(f"convatt: error: {one_line(error_message(e))}", file=sys.stderr)
         return 2 if isinstance(e, (ConvattError, OSError)) else 1

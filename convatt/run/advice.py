@@ -29,11 +29,11 @@ def _option(name: str, value) -> list[str]:
     return [flag, str(value)]
 
 
-def resume_options(saved: RunConfig, given: RunConfig) -> list[str]:
+def resume_options(saved: RunConfig, given: RunConfig, finished: bool = False) -> list[str]:
     """The `convatt train` options, beyond those given, that make `given` the run `saved` holds
     (each that differs, with the value in config.json; protocol items one by one)."""
     words: list[str] = []
-    for name in _differing(saved, given):
+    for name in _differing(saved, given, finished):
         if name == "protocol":
             for item in type(saved.protocol).items():
                 old = getattr(saved.protocol, item.name)
@@ -46,9 +46,9 @@ def resume_options(saved: RunConfig, given: RunConfig) -> list[str]:
     return words
 
 
-def _differing(saved: RunConfig, given: RunConfig) -> list[str]:
+def _differing(saved: RunConfig, given: RunConfig, finished: bool) -> list[str]:
     """The field names `RunConfig.differences` reports, in field order."""
-    reported = {line.split(":", 1)[0] for line in saved.differences(given)}
+    reported = {line.split(":", 1)[0] for line in saved.differences(given, finished)}
     return [f for f in RunConfig.__dataclass_fields__ if f in reported]
 
 
@@ -56,9 +56,10 @@ def _shown(words: list[str]) -> str:
     return " ".join(w if w.startswith("(") else shlex.quote(w) for w in words)
 
 
-def saved_run_config(out: Path, given: RunConfig) -> RunConfig:
-    """The run `out/config.json` holds, which `given` must match to resume it; a ConvattError
-    that says what to do when it is not convatt's or holds another run."""
+def saved_run_config(out: Path, given: RunConfig, finished: bool = False) -> RunConfig:
+    """The run `out/config.json` holds, which `given` must match to resume it (`finished`: to
+    stand for it, its epochs included); a ConvattError that says what to do when it is not
+    convatt's or holds another run."""
     try:
         saved = RunConfig.load(out)
     except ConvattError as e:
@@ -69,11 +70,16 @@ def saved_run_config(out: Path, given: RunConfig) -> RunConfig:
             "choose another --out",
             e.path,
         ) from None
-    differ = saved.differences(given)
+    differ = saved.differences(given, finished)
     if differ:
+        held, use = (
+            ("a finished run with other options", "to use it")
+            if finished
+            else ("a different run", "to resume that run")
+        )
         raise ConvattError(
-            f"this directory holds a different run ({', '.join(differ)}): to resume that run, give "
-            f"`{_shown(resume_options(saved, given))}` instead; to train this one, choose another --out",
+            f"this directory holds {held} ({', '.join(differ)}): {use}, give "
+            f"`{_shown(resume_options(saved, given, finished))}` instead; to train this one, choose another --out",
             out / CONFIG_FILE,
         )
     return saved

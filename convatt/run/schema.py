@@ -154,8 +154,10 @@ class RunConfig:
     precision: str = "float32"  # a Keras dtype policy: float32 (the paper's), mixed_bfloat16, mixed_float16
     computation: int = COMPUTATION  # not an option: what the code computes (see COMPUTATION)
 
-    # Options that may change between a run and its resumption.
+    # Options that may change between a run and its resumption (more epochs: it trains on) ...
     RESUMABLE_CHANGES = ("epochs", "out", "eval_batch_size", "jit_compile")
+    # ... and between a finished run and a command asking for it again (its result stands for its epochs).
+    FINISHED_CHANGES = ("out", "eval_batch_size", "jit_compile")
 
     def to_json(self) -> dict:
         data = dataclasses.asdict(self)  # the protocol becomes a dict too
@@ -232,13 +234,15 @@ class RunConfig:
                 f"{self.preset} preset trains its word embeddings from random, as the paper"
             )
 
-    def differences(self, other: RunConfig) -> list[str]:
-        """`field: old -> new` for what differs beyond `RESUMABLE_CHANGES` (paths compared resolved)."""
+    def differences(self, other: RunConfig, finished: bool = False) -> list[str]:
+        """`field: old -> new` for what differs beyond `RESUMABLE_CHANGES` (`finished`: beyond
+        `FINISHED_CHANGES`; paths compared resolved)."""
         same_path = lambda a, b: a == b or (a and b and os.path.realpath(a) == os.path.realpath(b))
+        allowed = self.FINISHED_CHANGES if finished else self.RESUMABLE_CHANGES
         out = []
         for f in dataclasses.fields(self):
             old, new = getattr(self, f.name), getattr(other, f.name)
-            if f.name in self.RESUMABLE_CHANGES or old == new:
+            if f.name in allowed or old == new:
                 continue
             if f.name in ("data", "embeddings") and same_path(old, new):
                 continue

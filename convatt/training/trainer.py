@@ -200,6 +200,7 @@ def train_result(
         out.mkdir(parents=True, exist_ok=True)
         with run_lock(out / LOCK_FILE):
             if (out / RESULT_FILE).exists():  # finished by another process meanwhile
+                saved_run_config(out, run, finished=True)
                 return RunResult.load(out)
             return _trainer_class(run)(run, out, log, list(callbacks), tensorboard).run()
     except OSError as e:  # e.g. mkdir or the lock: a read-only or full file system, a file in the way
@@ -238,8 +239,8 @@ def _check_out_dir(out: Path, run: RunConfig) -> None:
         raise ConvattError("--out names a file, not a directory", out)
     if not out.is_dir():
         return
-    if (out / CONFIG_FILE).exists():
-        saved_run_config(out, run)  # the same run, or an error naming the options that would resume it
+    if (out / CONFIG_FILE).exists():  # the same run, or an error naming the options that would resume it
+        saved_run_config(out, run, finished=(out / RESULT_FILE).exists())
         return
     foreign = foreign_entries(out)
     if foreign:

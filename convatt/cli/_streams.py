@@ -1,0 +1,58 @@
+"""Standard output that is closed, or a pipe whose reader has gone (`convatt tag RUN | head -1`).
+
+Neither is a bug: a command started with standard output closed (`>&-`) runs with its output
+discarded, and one whose reader goes away stops quietly, with the status a shell reports for
+a writer stopped by SIGPIPE, as `cat` or `grep` do."""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import signal
+import sys
+
+READER_GONE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer whose reader has gone
+
+
+def open_closed_stdout() -> None:
+    """If standard output was closed when the process started (Python then sets sys.stdout to
+    None), point file descriptor 1 and sys.stdout at /dev/null: writes are discarded instead of
+    failing, and no file the command opens can take descriptor 1 and receive stray output."""
+    if sys.stdout is not None:
+        return
+    try:
+        os.fstat(1)
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        if devnull != 1:
+            os.dup2(devnull, 1)
+            os.close(devnull)
+    sys.stdout = open(1, "w", closefd=False)  # kept open for the life of the process
+
+
+def stdout_gone(error: BaseException) -> bool:
+    """Whether `error`, or the error it was raised from (a ConvattError made of an OSError while
+    training), is a write to a standard output that cannot be written any more: a broken pipe
+    (its reader has gone) or a closed descriptor; not an EPIPE from anything else."""
+    while error is not None and not isinstance(error, OSError):
+        error = error.__cause__
+    if error is None or error.errno not in (errno.EPIPE, errno.EBADF):
+        return False
+    try:
+        os.fstat(1)
+    except OSError:
+        return True  # closed
+    if not hasattr(select, "poll"):
+        return error.errno == errno.EPIPE
+    poller = select.poll()
+    poller.register(1, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def discard_stdout() -> None:
+    """Send what is still buffered for standard output, and all later writes, to /dev/null, so
+    that Python's flush at exit does not fail again ("Exception ignored ... BrokenPipeError")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
