@@ -19,11 +19,9 @@ from dataclasses import dataclass
 
 import keras
 
-from convatt import __version__
 from convatt.data import corpus_files, load_corpus
 from convatt.data.formats import data_format
 from convatt.model.tagger import count_parameters
-from convatt.run import provenance
 from convatt.run.fingerprint import DataFingerprint
 from convatt.run.schema import (
     CHECKPOINT_FILE,
@@ -175,15 +173,7 @@ class SequenceTrainer(Trainer):
             mask_padding=False,
             dev=scores["dev"].to_json(),
             test=scores["test"].to_json(),
-            parameters=n_params,
-            epochs_run=state.epoch,
-            best_epoch=state.best_epoch,
-            wall_seconds=round(state.seconds, 1),
-            backend=keras.backend.backend(),
-            convatt_version=__version__,
-            protocol=run.protocol.label(),
-            source_commit=provenance.source_commit(),
-            machine=provenance.machine(),
+            **self._provenance(state, n_params),
         )
 
     def _report(self, result: RunResult, state: TrainState) -> None:

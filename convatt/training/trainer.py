@@ -459,13 +459,19 @@ class Trainer:
             mask_padding=run.mask_padding,
             dev=evaluate(model, data.dev, tag_names, run.eval_batch_size),
             test=evaluate(model, data.test, tag_names, run.eval_batch_size),
+            **self._provenance(state, n_params),
+        )
+
+    def _provenance(self, state: TrainState, n_params: int) -> dict:
+        """result.json's fields on how the run was made, the same for every kind of run."""
+        return dict(
             parameters=n_params,
             epochs_run=state.epoch,
             best_epoch=state.best_epoch,
             wall_seconds=round(state.seconds, 1),
             backend=keras.backend.backend(),
             convatt_version=__version__,
-            protocol=run.protocol.label(),
+            protocol=self.run_config.protocol.label(),
             source_commit=provenance.source_commit(),
             machine=provenance.machine(),
         )
