@@ -5,11 +5,8 @@ import subprocess
 import sys
 
 import pytest
+from cli_process import convatt
 from conftest import LINES, PTB_SAMPLE_FILES, ROOT
-
-
-def convatt(*args):
-    return subprocess.run([sys.executable, "-m", "convatt", *map(str, args)], capture_output=True, text=True)
 
 
 def test_params_prints_table_1c():

@@ -208,3 +208,26 @@ def test_narrowing_doubles_the_heads_and_denser_replaces_every_layer():
     denser = build_tagger(make_config("ud", "san-denser"), 50, 12, 9, jit_compile=False)
     assert all(isinstance(denser.get_layer(f"attention_{i}"), DenserSelfAttention) for i in range(1, 5))
     assert "position_embedding" not in [layer.name for layer in denser.layers]
+
+
+def _attention_configs(model: str, variant: str) -> list[dict]:
+    """The attention layers' configs, first layer first, of a tagger or a causal model of `variant`."""
+    if model == "tagger":
+        built, n_layers = build_tagger(make_config("ptb", variant), 50, 12, 9, jit_compile=False), 4
+    else:
+        from convatt.sequence.config import make_sequence_config
+        from convatt.sequence.model import build_causal_model
+
+        built, n_layers = build_causal_model(make_sequence_config("charlm", variant, 16), 10, jit_compile=False), 2
+    return [built.get_layer(f"attention_{i}").get_config() for i in range(1, n_layers + 1)]
+
+
+@pytest.mark.parametrize("model", ["tagger", "causal"])
+def test_p_and_r_act_in_the_first_layer_only_and_temperature_in_every_layer(model):
+    """One rule (`attention_options`) for both models: +P and +R in the first layer, +Temp everywhere."""
+    p_r = _attention_configs(model, "san-p-r")
+    assert [(c["position_interaction"], c["relative_bias"]) for c in p_r] == [(True, True)] + [(False, False)] * (
+        len(p_r) - 1
+    )
+    assert not any(c["temperature"] for c in p_r)
+    assert all(c["temperature"] for c in _attention_configs(model, "san-pe-add-temp"))

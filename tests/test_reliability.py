@@ -12,10 +12,10 @@ import resource
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import convatt
 from conftest import PTB_SAMPLE_FILES, tiny_command, tiny_options, train_stopped_in_epoch
 
 from convatt.errors import ConvattError
@@ -25,12 +25,6 @@ from convatt.trained.evaluation import evaluate_run
 from convatt.training.trainer import train_run
 
 QUIET = lambda line: None
-
-
-def convatt(*args, cwd=None, **kwargs):
-    return subprocess.run(
-        [sys.executable, "-m", "convatt", *map(str, args)], capture_output=True, text=True, cwd=cwd, **kwargs
-    )
 
 
 def one_line_error(r, *fragments):

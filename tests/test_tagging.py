@@ -8,6 +8,7 @@ import sys
 
 import conllu
 import pytest
+from cli_process import convatt
 from conftest import LINES, tiny_options
 
 import convatt as convatt_api
@@ -19,10 +20,6 @@ from convatt.trained.loading import load_run
 from convatt.trained.tagging import tag_blocks, tag_stream
 
 TEST_FILE = LINES / "en_lines-ud-test.conllu.gz"
-
-
-def convatt(*args, stdin: bytes = b""):
-    return subprocess.run([sys.executable, "-m", "convatt", *map(str, args)], input=stdin, capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +42,7 @@ def tag_text(trained, text: str, fmt: str, tmp_path, keep_columns: bool = True):
 def test_tagged_test_file_scores_what_evaluate_reports(ud_run, tmp_path):
     out = tmp_path / "tagged.conllu"
     r = convatt("tag", ud_run, "--input", TEST_FILE, "--output", out, "--keep-columns")
-    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    assert r.returncode == 0, r.stderr[-2000:]
     gold, tagged = read_conllu(TEST_FILE), read_conllu(out)
     pairs = [(g, t) for gs, ts in zip(gold, tagged, strict=True) for (_, g), (_, t) in zip(gs, ts, strict=True)]
     accuracy = sum(g == t for g, t in pairs) / len(pairs)
@@ -57,7 +54,7 @@ def test_tagged_test_file_scores_what_evaluate_reports(ud_run, tmp_path):
     for a, b in zip(before, after):
         fa, fb = a.split("\t"), b.split("\t")
         assert fa[:3] + fa[4:] == fb[:3] + fb[4:]
-    stderr = r.stderr.decode()
+    stderr = r.stderr
     assert re.search(
         r"tagged 914 sentences \(15,623 tokens\) in [\d.]+ s: [\d,.]+ sentences/s, [\d,]+ tokens/s", stderr
     )
@@ -105,14 +102,14 @@ def test_a_ptb_run_fills_xpos_from_plain_text_on_stdin(tmp_path):
 
     run = tmp_path / "ptb"
     train_run(tiny_options(run, epochs=1, limit=64, curve_every=0), log=lambda s: None)
-    r = convatt("tag", run, "--format", "text", stdin=b"The dog barks .\n\nIt  rains\n")
-    assert r.returncode == 0, r.stderr.decode()[-2000:]
-    rows = [line.split("\t") for line in r.stdout.decode().split("\n") if line[:1].isdigit()]
+    r = convatt("tag", run, "--format", "text", input="The dog barks .\n\nIt  rains\n")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [line.split("\t") for line in r.stdout.split("\n") if line[:1].isdigit()]
     assert [f[1] for f in rows] == ["The", "dog", "barks", ".", "It", "rains"]
     tags = set(load_run(run).vocab.tags.tokens[2:])
     assert all(f[3] == "_" and f[4] in tags for f in rows)
-    assert "# text = It rains" in r.stdout.decode()
-    assert re.search(r"tagged 2 sentences \(6 tokens\) .* tokens/s", r.stderr.decode())
+    assert "# text = It rains" in r.stdout
+    assert re.search(r"tagged 2 sentences \(6 tokens\) .* tokens/s", r.stderr)
 
 
 @pytest.mark.parametrize(
@@ -139,11 +136,11 @@ def test_bad_input_names_file_and_line(tmp_path, fmt, text, message):
 
 
 def test_cli_reports_bad_input_without_a_traceback(ud_run, tmp_path):
-    r = convatt("tag", ud_run, "--format", "text", stdin=b"fine\nnot \xff utf-8\n")
+    r = convatt("tag", ud_run, "--format", "text", input=b"fine\nnot \xff utf-8\n", text=False)
     assert r.returncode == 2
     assert r.stderr.decode().strip().splitlines()[-1].startswith("convatt: error: <stdin>:2: not valid UTF-8")
     r = convatt("tag", tmp_path / "no-run", "--input", TEST_FILE)
-    assert r.returncode == 2 and "run directory not found" in r.stderr.decode()
+    assert r.returncode == 2 and "run directory not found" in r.stderr
 
 
 def test_columns_the_model_did_not_predict_are_emptied_and_conllu_parses_the_output(ud_model, tmp_path):
@@ -173,30 +170,30 @@ def test_columns_the_model_did_not_predict_are_emptied_and_conllu_parses_the_out
 
 
 def test_raw_text_is_tokenised_split_and_parses_back(ud_run):
-    r = convatt("tag", ud_run, "--format", "text", stdin=b"Raw text. Don't you're sure?\n\nNew paragraph")
-    assert r.returncode == 0, r.stderr.decode()[-2000:]
-    sentences = conllu.parse(r.stdout.decode())
+    r = convatt("tag", ud_run, "--format", "text", input="Raw text. Don't you're sure?\n\nNew paragraph")
+    assert r.returncode == 0, r.stderr[-2000:]
+    sentences = conllu.parse(r.stdout)
     assert [[t["form"] for t in s] for s in sentences] == [
         ["Raw", "text", "."],
         ["Do", "n't", "you", "'re", "sure", "?"],
         ["New", "paragraph"],
     ]
     assert sentences[1].metadata["text"] == "Don't you're sure?" and "newpar" in sentences[2].metadata
-    assert "warning" not in r.stderr.decode()
+    assert "warning" not in r.stderr
 
 
 def test_whitespace_tokens_that_carry_punctuation_are_warned_about(ud_run):
-    r = convatt("tag", ud_run, "--format", "text", "--tokenizer", "none", stdin=b"The dog. barks\n")
-    assert r.returncode == 0, r.stderr.decode()[-2000:]
-    assert [t["form"] for t in conllu.parse(r.stdout.decode())[0]] == ["The", "dog.", "barks"]
-    assert "warning: 1 token(s) still carry punctuation (e.g. 'dog.')" in r.stderr.decode()
+    r = convatt("tag", ud_run, "--format", "text", "--tokenizer", "none", input="The dog. barks\n")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [t["form"] for t in conllu.parse(r.stdout)[0]] == ["The", "dog.", "barks"]
+    assert "warning: 1 token(s) still carry punctuation (e.g. 'dog.')" in r.stderr
 
 
 def test_vertical_input_with_an_ignored_second_column(ud_run, tmp_path):
     (tmp_path / "v.txt").write_text("The\tDET\ndog\nbarks\tX\n\n\nIt\nrains\n")
     r = convatt("tag", ud_run, "--format", "vertical", "--input", tmp_path / "v.txt")
-    assert r.returncode == 0, r.stderr.decode()[-2000:]
-    assert [[t["form"] for t in s] for s in conllu.parse(r.stdout.decode())] == [
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [[t["form"] for t in s] for s in conllu.parse(r.stdout)] == [
         ["The", "dog", "barks"],
         ["It", "rains"],
     ]
@@ -220,8 +217,8 @@ def test_the_python_api_tags_as_the_cli_does(ud_run):
     doc = tagger.tag("Raw text. Two sentences.")
     assert [[w.form for w in s.words] for s in doc] == [["Raw", "text", "."], ["Two", "sentences", "."]]
     assert all(w.tag in tagger.trained.vocab.tags.tokens[2:] for s in doc for w in s.words)
-    r = convatt("tag", ud_run, "--format", "text", stdin=b"Raw text. Two sentences.")
-    assert doc.to_conllu() == r.stdout.decode().replace("# newpar\n", "")
+    r = convatt("tag", ud_run, "--format", "text", input="Raw text. Two sentences.")
+    assert doc.to_conllu() == r.stdout.replace("# newpar\n", "")
     listed = tagger.tag_tokens([["Raw", "text", "."], ["Two", "sentences", "."]])
     assert [s.pairs() for s in listed] == [s.pairs() for s in doc]
 

@@ -26,7 +26,7 @@ from convatt.data import load_corpus
 from convatt.errors import ConvattError
 from convatt.run import provenance
 from convatt.trained.evaluation import evaluate_run
-from convatt.training import trainer as training
+from convatt.training import tagger_trainer
 from convatt.training.trainer import TrainOptions, train_run
 
 
@@ -133,7 +133,7 @@ def test_a_run_that_failed_on_bad_data_can_be_rerun_with_good_data(tmp_path):
 
 
 def test_nan_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
-    build = training.build_tagger
+    build = tagger_trainer.build_tagger
 
     def poisoned(*args, **kwargs):
         model = build(*args, **kwargs)
@@ -141,7 +141,7 @@ def test_nan_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
         kernel.assign(np.full(kernel.shape, np.nan, "float32"))
         return model
 
-    monkeypatch.setattr(training, "build_tagger", poisoned)
+    monkeypatch.setattr(tagger_trainer, "build_tagger", poisoned)
     with pytest.raises(ConvattError, match=r"loss became nan at epoch 1, batch 1: training diverged"):
         train_run(tiny_options(tmp_path / "run"), log=lambda s: None)
     assert not (tmp_path / "run" / "result.json").exists()

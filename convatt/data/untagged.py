@@ -174,11 +174,6 @@ def _groups(lines: Iterable[str], name: str = STDIN) -> Iterator[tuple[int, list
         yield start, group
 
 
-def parse_text(text: str, name: str, tokenizer: str = "none") -> list[Block]:
-    """The blocks of raw text (see `parse_text_lines`)."""
-    return list(parse_text_lines(iter(text.split("\n")), name, tokenizer))
-
-
 def parse_text_lines(lines: Iterable[str], name: str, tokenizer: str) -> Iterator[Block]:
     """Raw text as CoNLL-U blocks. With a tokeniser, blank lines separate paragraphs and the
     tokeniser splits sentences; with tokenizer "none", a line is a sentence of whitespace tokens."""
@@ -238,11 +233,6 @@ def _vertical_block(lines: list[str], first_line: int, name: str, sent_id: int) 
         forms.append(fields[0].strip())
     sentence = TokenizedSentence(forms, [True] * len(forms), " ".join(forms))
     return text_block(sentence, sent_id, first_line)
-
-
-def parse_conllu(text: str, name: str) -> list[Block]:
-    """The blank-line-separated blocks of CoNLL-U text, checked and parsed with `conllu`."""
-    return [_read_block(lines, first, name) for first, lines in _groups(text.split("\n"), name)]
 
 
 def _word_form(line: str, number: int, n_words: int, name: str) -> str | None:

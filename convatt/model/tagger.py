@@ -35,8 +35,7 @@ from convatt.layers import (
     SinusoidalPositionEncoding,
 )
 from convatt.layers.narrowing_self_attention import narrowing_num_heads
-from convatt.layers.self_attention import MODIFICATION_OPTIONS
-from convatt.model.variants import PRECISIONS, TaggerConfig
+from convatt.model.variants import PRECISIONS, TaggerConfig, attention_options
 from convatt.protocol import DEFAULT_PROTOCOL, Protocol
 from convatt.protocol.optimizers import RMSpropKeras2
 
@@ -114,25 +113,14 @@ def attention_layer(config: TaggerConfig, index: int, dtype_policy: str = "float
 
 
 def _self_attention(config: TaggerConfig, index: int, dtype_policy: str) -> SelfAttention:
-    """`SelfAttention` with the variant's modifications; +P and +R in the first layer only."""
-    spec = config.spec
-    # A Variant field named as a SelfAttention option (`MODIFICATION_OPTIONS`) is passed on as it is.
-    options = {name: getattr(spec, name) for name in MODIFICATION_OPTIONS if hasattr(spec, name)}
-    first = index == 0
+    """`SelfAttention` with the variant's modifications of layer `index` (`attention_options`)."""
     return SelfAttention(
         num_heads=config.num_heads,
         head_dim=config.d_model // config.num_heads,
         max_len=config.max_len,
-        temperature=spec.temperature,
         kernel_initializer=config.attention_initializer,
-        **{
-            **options,
-            "position_interaction": spec.position_interaction and first,  # the first layer only
-            "relative_bias": spec.relative_bias and first,
-            "relative_position_representation": config.shaw_clip if spec.shaw else None,
-            "relative_bias_parameterization": config.relative_bias_parameterization,
-            **({"conv_kernel_size": spec.conv_kernel} if spec.conv_kernel else {}),
-        },
+        relative_bias_parameterization=config.relative_bias_parameterization,
+        **attention_options(config.spec, index, shaw_clip=config.shaw_clip),
         name=f"attention_{index + 1}",
         dtype=dtype_policy,
     )
@@ -170,20 +158,36 @@ def build_tagger(
     word_embedding = layers.Embedding(
         n_words, config.word_dim, trainable=not config.pretrained_words, name="word_embedding", dtype=dtype_policy
     )
+    tags = tag_probabilities(config, inputs, word_embedding, n_chars, n_labels, dtype_policy)
+    model = keras.Model(inputs, tags, name=f"tagger_{config.variant.replace('-', '_')}")
+    # Set once built: the embedding still draws its random weights, so the layers after it
+    # get the initial weights the seed gave them before.
+    if word_vectors is not None:
+        _set_word_vectors(word_embedding, word_vectors)
+    compile_tagger(model, jit_compile, protocol)
+    return model
+
+
+def tag_probabilities(
+    config: TaggerConfig, inputs: dict, word_embedding, n_chars: int, n_labels: int, dtype_policy: str = "float32"
+):
+    """The network from the inputs to the tags' probabilities: token features `h0`, the
+    attention layers, and the softmax over `concat(h0, h_L)`."""
     h0 = token_features(config, word_embedding(inputs["words"]), inputs, n_chars, dtype_policy)
     attention_mask = ops.not_equal(inputs["words"], 0) if config.mask_padding else None
     h = attention_stack(config, h0, attention_mask, dtype_policy)
     out = layers.Concatenate(name="output_features", dtype=dtype_policy)([h0, h])
     # float32 whatever the policy: the softmax and the loss need float32 probabilities
     # (a small matmul, ~1% of a step's FLOPs).
-    tags = layers.Dense(n_labels, activation="softmax", name="tags", dtype="float32")(out)
-    model = keras.Model(inputs, tags, name=f"tagger_{config.variant.replace('-', '_')}")
-    if word_vectors is not None:
-        if word_vectors.shape != (n_words, config.word_dim):
-            raise ValueError(f"word_vectors has shape {word_vectors.shape}, expected {(n_words, config.word_dim)}")
-        word_embedding.set_weights([word_vectors.astype("float32")])
-    compile_tagger(model, jit_compile, protocol)
-    return model
+    return layers.Dense(n_labels, activation="softmax", name="tags", dtype="float32")(out)
+
+
+def _set_word_vectors(word_embedding: layers.Embedding, word_vectors: np.ndarray) -> None:
+    """The built word embedding's weights set to `word_vectors`, of its own shape."""
+    expected = tuple(word_embedding.embeddings.shape)
+    if word_vectors.shape != expected:
+        raise ValueError(f"word_vectors has shape {word_vectors.shape}, expected {expected}")
+    word_embedding.set_weights([word_vectors.astype("float32")])
 
 
 def tagger_inputs(config: TaggerConfig) -> dict:

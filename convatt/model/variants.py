@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass
+from typing import Any
 
 from convatt.data.corpus import MAX_LEN, MAX_WORD_LEN
 from convatt.data.formats import data_format
@@ -29,8 +30,9 @@ class Variant:
     attention_conv: str | None = None  # None | "1d" | "2d"
     shaw: bool = False  # Shaw et al. (2018) relative position representations
     alibi: bool = False  # Press et al. ALiBi biases
-    # Beyond the paper: other ways to process the attention matrix. A field named as a
-    # SelfAttention option (`convatt.layers.self_attention.MODIFICATION_OPTIONS`) is passed on to it.
+    # Beyond the paper: other ways to process the attention matrix. A field named as an
+    # attention layer's option (`convatt.layers.modifications.MODIFICATION_OPTIONS`) is passed
+    # on to it (`attention_options`).
     attention: str = "standard"  # "standard" | "denser" (Kim §3.1) | "narrowing" (Kim §3.2)
     conv_before_softmax: bool = False  # attention_conv on the scores, before the softmax
     talking_heads: bool = False  # Shazeer et al. (2020)
@@ -77,6 +79,41 @@ VARIANTS: dict[str, Variant] = {
         ),
     ]
 }
+
+FIRST_LAYER_ONLY = ("position_interaction", "relative_bias")
+"""The modifications a model has in its first attention layer only: +P and +R, as in the paper."""
+
+SHAW_CLIP = 16
+"""Shaw et al.'s clipping distance k of the relative position representations (SAN+Shaw)."""
+
+
+def attention_options(
+    variant: Variant,
+    layer_index: int,
+    conv_kernel_size: int | tuple[int, int] | None = None,
+    shaw_clip: int = SHAW_CLIP,
+) -> dict[str, Any]:
+    """The modification options of attention layer `layer_index` (0 = first) of a model of
+    `variant`, as `SelfAttention` and `MultiHeadAttention` take them (`FIRST_LAYER_ONLY`
+    in the first layer only, the others in every layer).
+
+    Args:
+        conv_kernel_size: the model's convolution kernel for a variant that names none
+            (`Variant.conv_kernel`); None: the layer's default.
+        shaw_clip: the clipping distance of a variant with Shaw's representations.
+    """
+    from convatt.layers.modifications import MODIFICATION_OPTIONS  # the layers load Keras: not at import
+
+    options = {name: getattr(variant, name) for name in MODIFICATION_OPTIONS if hasattr(variant, name)}
+    options["temperature"] = variant.temperature
+    options["relative_position_representation"] = shaw_clip if variant.shaw else None
+    for name in FIRST_LAYER_ONLY:
+        options[name] = options[name] and layer_index == 0
+    kernel = variant.conv_kernel or conv_kernel_size
+    if variant.attention_conv and kernel is not None:
+        options["conv_kernel_size"] = kernel
+    return options
+
 
 PAPER_VARIANTS = [
     "san",
@@ -139,7 +176,7 @@ class TaggerConfig:
     pe_con_dim: int = 64
     dropout: float = 0.1
     mask_padding: bool = False  # the paper lets pads take part in attention
-    shaw_clip: int = 16
+    shaw_clip: int = SHAW_CLIP
     denser_segments: int = 2  # w of denser attention (Kim's)
     # How the protocol (convatt.protocol) shapes the network; defaults: the original code's.
     residual_adds_dropped: bool = True  # h' = D(h) + SA(D(h)); False: h + SA(D(h))

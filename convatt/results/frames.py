@@ -364,12 +364,6 @@ def only_settings(frame: pd.DataFrame, settings: list[str] | None, runs: Path | 
     return kept
 
 
-def load_runs_to_report(root: Path, settings: list[str] | None = None) -> pd.DataFrame:
-    """`load_runs(root)` for the tables and plots: an error when there is no finished run,
-    then only the runs of `settings` (`only_settings`)."""
-    return load_records_to_report(root, settings).runs
-
-
 def load_records_to_report(root: Path, settings: list[str] | None = None, include_running: bool = False) -> RunRecords:
     """`load_records(root)` for the tables and plots: an error when there is no run (finished,
     or running if `include_running`), then only the runs of `settings` (`only_settings`)."""

@@ -334,31 +334,44 @@ def write_plots(
     (`Setting.label()`s, "paper" for the paper's own); None: all. `include_running`: runs still
     training too, dashed and marked "(running)"."""
     records = load_records_to_report(runs, settings, include_running)
-    histories, curves = records.histories, records.curves
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    written = Written([], [])
-    for preset in (PTB.name, UD.name):
-        if not histories.empty and (histories["preset"] == preset).any():
-            written.paths += save(plot_epochs(histories, preset, band), out / f"table2a_{preset}_dev_by_epoch")
-    if curves.empty:
+    written = Written(_write_epoch_plots(records.histories, band, out), [])
+    if records.curves.empty:
         written.notes.append(
             "no finished run has a dev curve (curve.csv gets a point every --curve-every = 100 "
             "batches by default; shorter runs have none), so Figure 2 was not drawn"
         )
         return written
-    if curves["preset"].isin([PTB.name, UD.name]).any():  # not for causal sequence tasks' runs alone
-        written.paths += save(figure2(curves, band, records.runs), out / "figure2_dev_by_step")
-    for preset in (PTB.name, UD.name):
-        if (curves["preset"] == preset).any():
-            written.paths += save(plot_steps(curves, preset, band), out / f"figure2_{preset}_dev_by_step")
-    for preset in (name for name in FORMATS if is_sequence_preset(name)):
-        if (curves["preset"] == preset).any():
-            fig = plot_steps(curves, preset, band)
-            fig.suptitle(f"{preset_label(preset)}: {SEQUENCE_CURVES[FORMATS[preset].task]} ({_band_text(band)})")
-            written.paths += save(fig, out / f"{preset}_dev_by_step")
+    written.paths += _write_step_plots(records.curves, band, records.runs, out)
     if records.runs["running"].any():
         written.notes.append(
             f"{int(records.runs['running'].sum())} run(s) still training are drawn dashed, marked (running)"
         )
     return written
+
+
+def _write_epoch_plots(histories: pd.DataFrame, band: str, out: Path) -> list[Path]:
+    """Table 2a (dev accuracy by epoch) of each tagging preset that has runs."""
+    paths = []
+    for preset in (PTB.name, UD.name):
+        if not histories.empty and (histories["preset"] == preset).any():
+            paths += save(plot_epochs(histories, preset, band), out / f"table2a_{preset}_dev_by_epoch")
+    return paths
+
+
+def _write_step_plots(curves: pd.DataFrame, band: str, runs: pd.DataFrame, out: Path) -> list[Path]:
+    """Figure 2 (dev accuracy by step) as the paper lays it out, then per preset that has curves:
+    the tagging presets', then the causal sequence tasks'."""
+    paths = []
+    if curves["preset"].isin([PTB.name, UD.name]).any():  # not for causal sequence tasks' runs alone
+        paths += save(figure2(curves, band, runs), out / "figure2_dev_by_step")
+    for preset in (PTB.name, UD.name):
+        if (curves["preset"] == preset).any():
+            paths += save(plot_steps(curves, preset, band), out / f"figure2_{preset}_dev_by_step")
+    for preset in (name for name in FORMATS if is_sequence_preset(name)):
+        if (curves["preset"] == preset).any():
+            fig = plot_steps(curves, preset, band)
+            fig.suptitle(f"{preset_label(preset)}: {SEQUENCE_CURVES[FORMATS[preset].task]} ({_band_text(band)})")
+            paths += save(fig, out / f"{preset}_dev_by_step")
+    return paths

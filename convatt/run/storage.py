@@ -134,15 +134,6 @@ def write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
     write_atomically(path, write)
 
 
-def read_json_or_none(path: Path) -> dict | None:
-    """The JSON object in `path`, or None if it is missing, empty or unreadable."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def read_json(path: Path, remedy: str = "") -> dict:
     """The JSON object in `path`; a missing, unreadable or damaged file is a ConvattError
     saying what is wrong and then `remedy` (what to do)."""

@@ -4,8 +4,9 @@
         x + Dropout(MHA(LN(x), causal)),  x + Dropout(FF(LN(x)))
     ] -> LN -> Dense(symbols): logits of the next symbol at every position
 
-As in the tagger, +P and +R act in the first layer only; every modification is causal under
-`use_causal_mask` (no output depends on a later symbol). +Conv and +Conv2d use the paper's
+As in the tagger (`convatt.model.variants.attention_options`), +P and +R act in the first
+layer only; every modification is causal under `use_causal_mask` (no output depends on a
+later symbol). +Conv and +Conv2d use the paper's
 kernel (3) after the softmax; +Conv2d[pre] is Multi-Token Attention's key-query convolution
 before the softmax (2 queries x 9 keys); a variant's own `conv_kernel` replaces either.
 """
@@ -15,26 +16,20 @@ from __future__ import annotations
 import keras
 
 from convatt.layers import MultiHeadAttention, PositionEmbedding
+from convatt.model.variants import attention_options
 from convatt.sequence.config import SequenceModelConfig
 
 ACCURACY = "sparse_categorical_accuracy"  # the compiled metric EpochMeter reads, as the tagger's
 
 
-def attention_options(config: SequenceModelConfig, index: int) -> dict:
-    """`MultiHeadAttention`'s modification options of layer `index` (0 = first) for the variant."""
-    spec, first = config.spec, index == 0
-    options = dict(
-        position_interaction=spec.position_interaction and first,
-        relative_bias=spec.relative_bias and first,
-        temperature=spec.temperature,
-        attention_conv=spec.attention_conv,
-        conv_before_softmax=spec.conv_before_softmax,
-        talking_heads=spec.talking_heads,
-    )
-    if spec.attention_conv:
-        pre = spec.conv_before_softmax and spec.attention_conv == "2d"
-        default = config.pre_softmax_kernel if pre else config.post_softmax_kernel
-        options["conv_kernel_size"] = spec.conv_kernel or default
+def layer_options(config: SequenceModelConfig, index: int) -> dict:
+    """`MultiHeadAttention`'s modification options of layer `index` (0 = first): the variant's
+    (`attention_options`) with this model's convolution kernels and, where weights are per
+    position, its length."""
+    spec = config.spec
+    pre = spec.conv_before_softmax and spec.attention_conv == "2d"
+    kernel = config.pre_softmax_kernel if pre else config.post_softmax_kernel
+    options = attention_options(spec, index, conv_kernel_size=kernel)
     if options["position_interaction"] or options["relative_bias"] or spec.attention_conv == "1d":
         options["max_len"] = config.max_len
     return options
@@ -43,7 +38,7 @@ def attention_options(config: SequenceModelConfig, index: int) -> dict:
 def _block(x, config: SequenceModelConfig, index: int):
     d, heads = config.d_model, config.num_heads
     h = keras.layers.LayerNormalization(epsilon=1e-5, name=f"ln_attention_{index + 1}")(x)
-    attention = MultiHeadAttention(heads, d // heads, name=f"attention_{index + 1}", **attention_options(config, index))
+    attention = MultiHeadAttention(heads, d // heads, name=f"attention_{index + 1}", **layer_options(config, index))
     h = attention(h, h, use_causal_mask=True)
     x = keras.layers.Add()([x, keras.layers.Dropout(config.dropout)(h)])
     h = keras.layers.LayerNormalization(epsilon=1e-5, name=f"ln_ff_{index + 1}")(x)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from convatt.errors import ConvattError
-from convatt.run.schema import RunConfig, RunResult, option_default
+from convatt.run.schema import RunConfig, RunResult, option_default, preset_epochs
 
 JIT = {"auto": "auto", "on": True, "off": False, True: True, False: False}
 
@@ -36,31 +36,38 @@ def run_config(
 ) -> RunConfig:
     """The `RunConfig` of `convatt train`'s options (the keyword arguments of `train`), not yet
     checked (`RunConfig.check`)."""
-    from convatt.data.formats import data_format
-    from convatt.protocol import Protocol
-
     _check_options(protocol_items, jit_compile)
-    if epochs is None:  # the paper's 100 for the tagger, a causal sequence task's own
-        from convatt.run.schema import preset_epochs
-
-        epochs = preset_epochs(preset)
     return RunConfig(
         preset=preset,
         variant=variant,
         seed=seed,
-        data=_absolute(data or data_format(preset).default_data),
+        data=_absolute(data or _default_data(preset)),
         out=str(out),
         embeddings=_absolute(embeddings),
         embeddings_limit=embeddings_limit or None,
-        epochs=epochs,
+        epochs=preset_epochs(preset) if epochs is None else epochs,  # the paper's 100 for the tagger
         limit=limit,
         mask_padding=mask_padding,
         curve_every=curve_every,
         curve_until=curve_until,
         jit_compile=JIT[jit_compile],
-        protocol=Protocol.named(protocol).with_overrides(**protocol_items),
+        protocol=_protocol(protocol, protocol_items),
         precision=precision,
     )
+
+
+def _default_data(preset: str) -> Path | None:
+    """The embedded corpus a run of `preset` reads without `data` (None: the preset has none)."""
+    from convatt.data.formats import data_format
+
+    return data_format(preset).default_data
+
+
+def _protocol(name: str, items: dict[str, str | None]):
+    """The protocol named `name` ("original" or "keras3") with `items` replacing its choices."""
+    from convatt.protocol import Protocol
+
+    return Protocol.named(name).with_overrides(**items)
 
 
 def _check_options(protocol_items: dict, jit_compile) -> None:

@@ -1,6 +1,6 @@
 """The Keras callbacks a run trains with, one per concern of the paper's protocol.
 
-`convatt.training.trainer` trains through `keras.Model.fit` with, in this order:
+`convatt.training.loop.Trainer` trains through `keras.Model.fit` with, in this order:
 
     EpochMeter        per-batch loss and accuracy (as the original's `train_on_batch`), the
                       epoch's running means in the logs; a non-finite loss stops the run

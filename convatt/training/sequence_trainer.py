@@ -1,6 +1,6 @@
-"""One run of a causal sequence task, through the tagger's `Trainer`: the same `fit` loop,
-callbacks (curve, early stopping, checkpoints, stop requests), run directory and lock; only
-the data, the model and what result.json measures differ.
+"""One run of a causal sequence task through the training loop (`convatt.training.loop.Trainer`):
+the tagger's `fit` loop, callbacks (curve, early stopping, checkpoints, stop requests), run
+directory and lock; only the data, the model and what result.json measures differ (the hooks).
 
     config.json   the run's `RunConfig` (preset "toy" or "charlm", the variant, the seed)
     vocab.json    the symbols ({"symbols": [...]}: PAD, OOV, then by frequency)
@@ -21,26 +21,22 @@ import keras
 
 from convatt.data import corpus_files, load_corpus
 from convatt.data.formats import data_format
-from convatt.model.tagger import count_parameters
 from convatt.run.fingerprint import DataFingerprint
 from convatt.run.schema import (
-    CHECKPOINT_FILE,
     DEV_SENTENCE_SCORES_FILE,
-    MODEL_FILE,
-    RUN_FILES,
     SENTENCE_SCORE_COLUMNS,
     SENTENCE_SCORES_FILE,
     VOCAB_FILE,
     RunConfig,
     RunResult,
 )
-from convatt.run.storage import remove_temporaries, write_atomically, write_csv, write_json
+from convatt.run.storage import write_csv, write_json
 from convatt.sequence.config import make_sequence_config
 from convatt.sequence.data import SequenceSplit, encode_sequences, symbol_vocabulary
 from convatt.sequence.model import build_causal_model
 from convatt.training.feed import TrainBatches
+from convatt.training.loop import Trainer
 from convatt.training.state import TrainState
-from convatt.training.trainer import Trainer, configure_matmul_precision
 
 
 @dataclass
@@ -55,7 +51,6 @@ class PreparedSequences:
     note: str
     max_len: int
     fingerprint: DataFingerprint
-    vocab = None  # no tagger vocabularies (Trainer._check_same_data reads the fingerprint)
 
 
 def prepare_sequences(run: RunConfig) -> PreparedSequences:
@@ -113,37 +108,12 @@ class SequenceBatches(TrainBatches):
 
 
 class SequenceTrainer(Trainer):
-    """The tagger's `Trainer` with a causal sequence task's data, model and result."""
+    """One run of a causal sequence task (`build_causal_model`) on a sequence preset."""
 
-    def run(self) -> RunResult:
-        run = self.run_config
-        data = prepare_sequences(run)  # bad input fails here, before the directory is claimed
-        self.config = make_sequence_config(run.preset, run.variant, data.max_len)
-        remove_temporaries(self.out, lambda name: name in RUN_FILES)
-        remove_temporaries(self.ckpt, lambda name: bool(CHECKPOINT_FILE.fullmatch(name)))
-        self._check_same_data(data)
-        run.save(self.out, fingerprint=data.fingerprint.to_json())
-        self._describe(data)
-        configure_matmul_precision(run.protocol)
-        model, state = self._restore_or_build(data)
-        n_params = count_parameters(model)
-        label = self.config.spec.label
-        self.log(f"{run.variant} ({label}), {n_params:,} parameters, seed {run.seed}, {self.config.max_len} symbols")
-        if state.should_continue(run):
-            self._fit(model, data, state)
-        else:  # killed after its last checkpoint, before result.json
-            model.load_weights(self.checkpoints.best_weights(state.best_epoch))
-        result = self._result(model, data, state, n_params)
-        write_atomically(self.out / MODEL_FILE, model.save)
-        result.save(self.out)
-        self.checkpoints.remove()
-        self._report(result, state)
-        return result
+    def prepare(self) -> PreparedSequences:
+        return prepare_sequences(self.run_config)
 
-    def _train_batches(self, data: PreparedSequences, state: TrainState, model: keras.Model) -> SequenceBatches:
-        return SequenceBatches(data.train, self.run_config.batch_size, self.run_config.seed, state.epoch + 1)
-
-    def _describe(self, data: PreparedSequences) -> None:
+    def describe(self, data: PreparedSequences) -> None:
         if data.note:
             self.log(f"note: {data.note}")
         write_json(self.out / VOCAB_FILE, {"symbols": data.symbols})
@@ -152,20 +122,22 @@ class SequenceTrainer(Trainer):
             f"train/dev/test sequences of up to {data.max_len} symbols; {len(data.symbols):,} symbols"
         )
 
-    def _build_model(self, data: PreparedSequences) -> keras.Model:
-        return build_causal_model(self.config, len(data.symbols), self.run_config.jit_compile)
-
-    def _result(self, model: keras.Model, data: PreparedSequences, state: TrainState, n_params: int) -> RunResult:
+    def build(self, data: PreparedSequences) -> keras.Model:
         run = self.run_config
-        size = run.eval_batch_size
-        scores = {name: getattr(data, name).scores(model, size) for name in ("dev", "test")}
+        config = make_sequence_config(run.preset, run.variant, data.max_len)
+        return build_causal_model(config, len(data.symbols), run.jit_compile)
+
+    def model_note(self, data: PreparedSequences) -> str:
+        return f"{data.max_len} symbols"
+
+    def train_batches(self, data: PreparedSequences, state: TrainState, model: keras.Model) -> SequenceBatches:
+        return SequenceBatches(data.train, self.run_config.batch_size, self.run_config.seed, state.epoch + 1)
+
+    def result(self, model: keras.Model, data: PreparedSequences, state: TrainState, n_params: int) -> RunResult:
+        scores = {name: getattr(data, name).scores(model, self.run_config.eval_batch_size) for name in ("dev", "test")}
         for name, file in (("test", SENTENCE_SCORES_FILE), ("dev", DEV_SENTENCE_SCORES_FILE)):
             write_csv(self.out / file, scores[name].sentence_rows(), SENTENCE_SCORE_COLUMNS)
         return RunResult(
-            preset=run.preset,
-            variant=run.variant,
-            label=self.config.spec.label,
-            seed=run.seed,
             corpus=data.corpus_name,
             is_sample=False,
             corpus_note=data.note,
@@ -173,12 +145,9 @@ class SequenceTrainer(Trainer):
             mask_padding=False,
             dev=scores["dev"].to_json(),
             test=scores["test"].to_json(),
-            **self._provenance(state, n_params),
+            **self.result_fields(state, n_params),
         )
 
-    def _report(self, result: RunResult, state: TrainState) -> None:
+    def test_summary(self, result: RunResult) -> str:
         t = result.test
-        self.log(
-            f"done: test accuracy {100 * t['all']:.2f}%  {t['bits_per_symbol']:.4f} bits per symbol  "
-            f"(best epoch {state.best_epoch} of {state.epoch}, {state.seconds:.0f} s) -> {self.out}"
-        )
+        return f"test accuracy {100 * t['all']:.2f}%  {t['bits_per_symbol']:.4f} bits per symbol"
