@@ -129,7 +129,8 @@ def test_variants_beyond_the_port_are_timed_against_san_pe_add_with_memory():
     assert any(line.startswith("reference (build_tagger, san-pe-add") for line in lines)
     assert re.fullmatch(r"step time relative to san-pe-add \d+\.\d\dx", lines[-2]), lines
     for name in ("reference", "tagger"):
-        assert result[name]["peak_rss_mb"] > 50 and result[name]["step_growth_mb"] >= 0
+        memory = result[name]  # the steps' growth is a part of the peak, which the imports (> 50 MB) reached before
+        assert memory["peak_rss_mb"] > 50 and 0 <= memory["step_growth_mb"] < memory["peak_rss_mb"] - 50
     assert any(line.startswith("peak RSS relative to the reference") for line in lines)
     assert result["speedup"] == pytest.approx(result["reference"]["step_s"] / result["tagger"]["step_s"])
 

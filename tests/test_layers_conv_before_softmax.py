@@ -6,16 +6,12 @@ import math
 import keras
 import numpy as np
 import pytest
+from layer_references import softmax
 
 from convatt.layers import SelfAttention
 
 B, T, D, H, DH = 2, 5, 6, 2, 3
 ATOL = 2e-5
-
-
-def softmax(x):
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
 
 
 def conv2d_same_linear(x, kernel, bias):

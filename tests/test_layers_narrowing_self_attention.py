@@ -5,17 +5,13 @@ import math
 import keras
 import numpy as np
 import pytest
+from layer_references import softmax
 
 from convatt.layers import NarrowingSelfAttention
 from convatt.layers.narrowing_self_attention import head_widths, narrowing_num_heads
 
 B, T, D = 2, 5, 7
 ATOL = 2e-5
-
-
-def softmax(x):
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
 
 
 def reference(x, head_kernels, keep=None):

@@ -324,7 +324,9 @@ def test_ci_runs_make_test():
 
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "reference").is_dir(), reason="needs ../shared")
 def test_reference_tables_are_the_shared_ones():
-    for src in (ROOT.parent / "shared" / "reference").glob("paper_*.csv"):
+    shared = sorted((ROOT.parent / "shared" / "reference").glob("paper_*.csv"))
+    assert shared, "no paper_*.csv in ../shared/reference"
+    for src in shared:
         assert (ROOT / "convatt" / "embedded" / "paper" / src.name).read_text() == src.read_text()
 
 
