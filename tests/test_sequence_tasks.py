@@ -139,6 +139,7 @@ def tiny_run(preset: str, data: Path, out: Path, epochs: int = 2):
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_toy_run_stopped_in_epoch_2_resumes_to_the_same_result(tmp_path, monkeypatch):
     from convatt.results.frames import load_records
     from convatt.training.trainer import train_run
@@ -161,6 +162,7 @@ def test_a_toy_run_stopped_in_epoch_2_resumes_to_the_same_result(tmp_path, monke
     assert "dev_bits_per_symbol" in records.curves.columns
 
 
+@pytest.mark.slow
 def test_a_charlm_run_writes_the_tables_and_figures(tmp_path):
     from convatt.results.plots import write_plots
     from convatt.results.tables import write_tables

@@ -184,6 +184,7 @@ def test_a_lock_of_a_slurm_task_that_is_gone_does_not_block(tmp_path):
 
 
 @needs_slurm
+@pytest.mark.slow
 def test_a_grid_on_slurm_gives_what_plain_make_gives(tmp_path):
     grid = ["VARIANTS=san san-pe-add", "SEEDS=1 2", "EPOCHS=2", "LIMIT=30"]
     start = time.monotonic()
@@ -220,6 +221,7 @@ def finished_epoch(run: Path) -> int:
 
 
 @needs_slurm
+@pytest.mark.slow
 def test_a_cancelled_task_is_resubmitted_alone_and_resumes(tmp_path):
     runs = tmp_path / "runs"
     grid = ["VARIANTS=san-pe-add", "SEEDS=1 2", "EPOCHS=8", "LIMIT=200"]

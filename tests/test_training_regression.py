@@ -22,6 +22,7 @@ def train(out: Path, protocol: str) -> None:
     subprocess.run([*command, "--protocol", protocol, "--out", str(out)], check=True, env=os.environ | ONE_THREAD)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["original", "keras3"])
 def test_a_short_run_gives_the_recorded_numbers(tmp_path, protocol):
     expected = EXPECTED["protocols"][protocol]
