@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import LINES, ROOT
 
 EXPECTED_FILE = Path(__file__).parent / "data" / "training_regression.json"
