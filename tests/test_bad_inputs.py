@@ -13,6 +13,7 @@ a row that damages it damages a copy.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -81,6 +82,29 @@ def truncate(name: str) -> Callable[[Path], None]:
         (run / name).write_bytes(data[: len(data) // 2])
 
     return damage
+
+
+def edit_config(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    """Change the run's config.json in place, as a person (or a move of the corpus) would."""
+
+    def damage(run: Path) -> None:
+        config = json.loads((run / "config.json").read_text())
+        change(config)
+        (run / "config.json").write_text(json.dumps(config))
+
+    return damage
+
+
+def both_damages(*damages: Callable[[Path], None]) -> Callable[[Path], None]:
+    return lambda run: [d(run) for d in damages] and None
+
+
+corpus_moved = edit_config(lambda config: config.update(data="/gone/ptb-sample.tar.gz"))
+MOVED = "config.json: the ptb corpus this run trained on is not at /gone/ptb-sample.tar.gz (this file's \"data\"): "
+
+
+def without(key: str) -> Callable[[Path], None]:
+    return edit_config(lambda config: config.pop(key))
 
 
 def runs_root_of_one(damage: Callable[[Path], None]) -> Build:
@@ -293,6 +317,43 @@ CASES = [
         "model.keras: damaged: not a complete Keras model archive",
     ),
     Case("evaluate-data-missing", ["evaluate", "{run}", "--data", "{tmp}/nope", "--split", "dev"], None, 2, "nope"),
+    Case(
+        "evaluate-corpus-moved",
+        ["evaluate", "{tmp}/run", "--split", "dev"],
+        run_copy(corpus_moved),
+        2,
+        MOVED + "if it moved, give its new place with --data",
+    ),
+    Case(
+        "evaluate-sentences-corpus-moved",
+        ["evaluate", "{tmp}/run", "--sentences"],
+        run_copy(corpus_moved),
+        2,
+        MOVED + "put it back there (or a link to it)",
+    ),
+    Case(
+        "evaluate-config-without-variant",
+        ["evaluate", "{tmp}/run"],
+        run_copy(without("variant")),
+        2,
+        "config.json: damaged run configuration: no variant (a run's config.json holds preset, variant, seed, "
+        "data, out at least)",
+    ),
+    Case(
+        "tag-config-without-preset",
+        ["tag", "{tmp}/run", "--input", "{tmp}/in.txt", "--format", "text"],
+        both(run_copy(without("preset")), write("in.txt", "The dog barks .\n")),
+        2,
+        "config.json: damaged run configuration: no preset (",
+    ),
+    Case(
+        "evaluate-config-with-a-bad-precision",
+        ["evaluate", "{tmp}/run"],
+        run_copy(edit_config(lambda config: config.update(precision="float8"))),
+        2,
+        "config.json: damaged run configuration: precision must be one of float32, mixed_bfloat16, "
+        "mixed_float16, not 'float8'",
+    ),
     # tag
     Case("status-runs-missing", ["status", "--runs", "{tmp}/nope"], None, 2, "nope: runs directory not found"),
     Case("status-runs-is-a-file", ["status", "--runs", "{tmp}/f"], write("f", "x"), 2, "f: not a directory"),
@@ -365,6 +426,21 @@ CASES = [
         "/f is a file, expected a directory",
     ),
     Case("inspect-no-words", ["inspect", "{run}", "--sentence", "  "], None, 2, "--sentence has no words"),
+    Case(
+        "inspect-corpus-moved",
+        ["inspect", "{tmp}/run", "--out", "{tmp}/i"],
+        run_copy(corpus_moved),
+        2,
+        MOVED + "if it moved, give its new place with --data",
+    ),
+    Case("inspect-data-missing", ["inspect", "{run}", "--data", "{tmp}/nope"], None, 2, "nope: --data: ptb corpus"),
+    Case(
+        "inspect-config-without-seed-and-data",
+        ["inspect", "{tmp}/run"],
+        run_copy(both_damages(without("seed"), without("data"))),
+        2,
+        "config.json: damaged run configuration: no seed, data (",
+    ),
     # tables and plot
     Case(
         "tables-runs-missing",

@@ -1,13 +1,16 @@
 """Every command with its standard output closed (`>&-`) or a pipe whose reader has gone
-(`| head -1`): no traceback, no "a bug in convatt", no error line; a closed output is
-discarded and the command runs to its end (status 0), a gone reader stops it quietly with
-status 141, as a shell's tools are stopped by SIGPIPE.
+(`| head -1`): no traceback, no "a bug in convatt". With standard output closed, a command
+whose product goes there (the tagged text, the scores, the help) fails at once with status 2
+and one line saying so ("Bad file descriptor", as `cat >&-`), and one whose product is files
+runs to its end (status 0) with its progress discarded; a gone reader stops any command
+quietly with status 141, as a shell's tools are stopped by SIGPIPE.
 
 One process runs every command through `convatt.cli.main`, with file descriptor 1 really
 closed (and `sys.stdout` None, as Python leaves it when started so), then again as the
 line-buffered write end of a real pipe whose read end is closed (so a command stops at its
 first line, not after its work). Two more processes are the real thing, from start to
-exit status: `convatt score ... >&-` and `convatt status | true`. `convatt bench` takes
+exit status: `convatt score ... >&-`, `convatt tag RUN --input F >&-` (and with `--output`)
+and `convatt status | true`. `convatt bench` takes
 minutes, so in the first process its benchmark is replaced by one that prints its heading
 lines: what is tested is the command's path from `main` to standard output."""
 
@@ -76,6 +79,9 @@ def small(tmp_path) -> Path:
 # the commands that work longest before they write run in the broken mode only; a new run
 # there stops at its first line, raised through the trainer as a ConvattError.
 BROKEN_ONLY = ("train-new", "inspect", "tables", "plot")
+# The commands whose product is their standard output, with these arguments: closed, an error.
+PRODUCT_ON_STDOUT = ("help", "params", "status", "evaluate", "tag", "score", "bench")
+CLOSED_ERROR = "convatt: error: standard output is closed (Bad file descriptor), and "
 
 
 def commands(runs: Path, small: Path, tmp: Path) -> dict[str, list[str]]:
@@ -119,20 +125,42 @@ def test_every_command_with_stdout_closed_or_its_reader_gone(tiny_runs, small, t
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(results) == len(modes["closed"]) + len(modes["broken"])
-    for mode, status in (("closed", 0), ("broken", READER_GONE)):
-        for name in modes[mode]:
-            code, errors = results[f"{mode} {name}"]
-            assert code == status, (mode, name, errors)
+    for name in modes["broken"]:
+        code, errors = results[f"broken {name}"]
+        assert code == READER_GONE, (name, errors)
+        assert_quiet(errors)
+    for name in modes["closed"]:
+        code, errors = results[f"closed {name}"]
+        if name in PRODUCT_ON_STDOUT:
+            assert code == 2 and errors.startswith(CLOSED_ERROR) and errors.count("\n") == 1, (name, errors)
+        else:
+            assert code == 0, (name, errors)
             assert_quiet(errors)
-    assert f"tagged {SENTENCES} sentences" in results["closed tag"][1]  # the closed output did not stop it
+    assert "tagged" not in results["closed tag"][1]  # refused before any work
     assert "Exception ignored" not in done.stderr
 
 
+def closed(*argv) -> subprocess.CompletedProcess:
+    """`convatt ARGV >&-` in a process of its own, started by a shell."""
+    argv = [sys.executable, "-m", "convatt", *map(str, argv)]
+    return subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *argv], capture_output=True, text=True, env=env())
+
+
 def test_a_process_started_with_stdout_closed(small):
-    argv = [sys.executable, "-m", "convatt", "score", str(small), str(small)]
-    done = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *argv], capture_output=True, text=True, env=env())
-    assert done.returncode == 0 and done.stdout == "", done.stderr
-    assert_quiet(done.stderr)
+    done = closed("score", small, small)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr == CLOSED_ERROR + "the scores would go there: redirect it to a file (> FILE)\n"
+
+
+def test_tag_with_stdout_closed_is_an_error_and_with_output_runs(tiny_runs, small, tmp_path):
+    run = tiny_runs / "ptb" / "san-pe-add" / "seed1"
+    done = closed("tag", run, "--input", small)
+    assert done.returncode == 2 and done.stderr.startswith(CLOSED_ERROR + "the tagged CoNLL-U"), done.stderr
+    assert done.stderr.rstrip().endswith("or give --output FILE") and "Traceback" not in done.stderr
+    written = closed("tag", run, "--input", small, "--output", tmp_path / "tagged.conllu")
+    assert written.returncode == 0, written.stderr
+    assert_quiet(written.stderr)
+    assert (tmp_path / "tagged.conllu").read_text().count("# text = ") == SENTENCES
 
 
 def test_a_process_whose_reader_has_gone(tmp_path):

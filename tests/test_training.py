@@ -78,6 +78,13 @@ def test_run_directory_is_complete(tiny_runs):
             assert result["epochs_run"] == 2 and 1 <= result["best_epoch"] <= 2
             assert result["source_commit"] == provenance.source_commit()  # "" outside a git checkout
             assert f", {os.cpu_count()} CPUs, " in result["machine"]
+            here = provenance.platform()  # the CPU, the kernels' instruction sets, oneDNN, the packages
+            assert [result[k] for k in ("cpu", "cpu_features", "onednn", "packages")] == [
+                here.cpu,
+                here.cpu_features,
+                here.onednn,
+                here.packages,
+            ]
             for split in ("dev", "test"):
                 r = result[split]
                 assert 0 <= r["all"] <= 1 and r["n_all"] > 0 and r["per_tag"]

@@ -12,7 +12,7 @@ import sys
 from convatt import __version__
 from convatt.cli import bench, evaluate, inspect, params, results, score, status, tag, train
 from convatt.cli._common import check_backend, error_message, quiet_backend
-from convatt.cli._streams import READER_GONE, discard_stdout, open_closed_stdout, stdout_gone
+from convatt.cli._streams import READER_GONE, closed_stdout_message, discard_stdout, open_closed_stdout, stdout_gone
 from convatt.errors import ConvattError
 from convatt.training import interrupt
 
@@ -35,6 +35,20 @@ class CommandParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", DefaultsFormatter)
         super().__init__(*args, **kwargs)
+
+
+# What a command writes to standard output as its product, given its options (None: its
+# product is files, and standard output carries progress only), and where else it can write
+# it. With standard output closed, a command whose product would go there is an error.
+STDOUT_PRODUCTS = {
+    "params": lambda args: "the parameter counts",
+    "status": lambda args: "the runs' status",
+    "evaluate": lambda args: None if args.sentences else "the scores (JSON)",
+    "tag": lambda args: "the tagged CoNLL-U" if args.output in (None, "-") else None,
+    "score": lambda args: "the scores",
+    "bench": lambda args: None if getattr(args, "out", None) else "the benchmark's figures",
+}
+OTHER_OUTPUTS = {"tag": " or give --output FILE", "bench": " or give --attention --out FILE"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,12 +83,13 @@ def one_line(message: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; its exit status. Standard output closed or its reader gone (`| head`)
-    is no error: the command stops quietly with status 141, as a shell's tools do."""
-    open_closed_stdout()
+    """Run one command; its exit status. Standard output closed at the start is an error where
+    the command's product would go there (`STDOUT_PRODUCTS`), else its progress is discarded;
+    its reader gone (`| head`) stops the command quietly with status 141, as a shell's tools do."""
+    closed = open_closed_stdout()
     try:
         try:
-            return run_command(argv)
+            return run_command(argv, closed)
         finally:
             sys.stdout.flush()  # a reader gone shows here, not as Python's complaint at exit
     except Exception as e:  # an OSError, or a ConvattError raised from one
@@ -84,9 +99,23 @@ def main(argv: list[str] | None = None) -> int:
         return READER_GONE
 
 
-def run_command(argv: list[str] | None) -> int:
-    """Parse the command line and run its command; every error is one line on stderr."""
-    args = build_parser().parse_args(argv)
+def _closed_stdout_error(product: str, command: str = "") -> int:
+    print(f"convatt: error: {closed_stdout_message(product, OTHER_OUTPUTS.get(command, ''))}", file=sys.stderr)
+    return 2
+
+
+def run_command(argv: list[str] | None, stdout_closed: bool = False) -> int:
+    """Parse the command line and run its command; every error is one line on stderr.
+    `stdout_closed`: standard output was closed at the start (see `main`)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help and --version print, then exit 0; a bad option exits 2
+        if e.code == 0 and stdout_closed:
+            return _closed_stdout_error("the version" if "--version" in (argv or sys.argv) else "the help")
+        raise
+    product = STDOUT_PRODUCTS.get(args.command, lambda args: None)(args)
+    if stdout_closed and product:
+        return _closed_stdout_error(product, args.command)
     for signum in (signal.SIGINT, signal.SIGTERM):  # one stop path for Ctrl-C, kill and preemption
         signal.signal(signum, _interrupt)
     try:

@@ -1,8 +1,10 @@
 """Standard output that is closed, or a pipe whose reader has gone (`convatt tag RUN | head -1`).
 
-Neither is a bug: a command started with standard output closed (`>&-`) runs with its output
-discarded, and one whose reader goes away stops quietly, with the status a shell reports for
-a writer stopped by SIGPIPE, as `cat` or `grep` do."""
+A command started with standard output closed (`>&-`) whose product goes there (the tagged
+text, the scores, the status) fails at once, as `cat >&-` does ("Bad file descriptor"): its
+product would be lost. One whose product is files (`train`, `inspect`, `tables`, `plot`)
+runs with its progress lines discarded. One whose reader goes away stops quietly, with the
+status a shell reports for a writer stopped by SIGPIPE, as `cat` or `grep` do."""
 
 from __future__ import annotations
 
@@ -15,12 +17,21 @@ import sys
 READER_GONE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer whose reader has gone
 
 
-def open_closed_stdout() -> None:
+CLOSED = "standard output is closed (Bad file descriptor)"
+
+
+def closed_stdout_message(product: str, where_else: str = "") -> str:
+    """The error of a command whose `product` would go to a closed standard output."""
+    return f"{CLOSED}, and {product} would go there: redirect it to a file (> FILE){where_else}"
+
+
+def open_closed_stdout() -> bool:
     """If standard output was closed when the process started (Python then sets sys.stdout to
     None), point file descriptor 1 and sys.stdout at /dev/null: writes are discarded instead of
-    failing, and no file the command opens can take descriptor 1 and receive stray output."""
+    failing, and no file the command opens can take descriptor 1 and receive stray output.
+    Whether it was closed."""
     if sys.stdout is not None:
-        return
+        return False
     try:
         os.fstat(1)
     except OSError:
@@ -29,6 +40,7 @@ def open_closed_stdout() -> None:
             os.dup2(devnull, 1)
             os.close(devnull)
     sys.stdout = open(1, "w", closefd=False)  # kept open for the life of the process
+    return True
 
 
 def stdout_gone(error: BaseException) -> bool:

@@ -27,7 +27,9 @@ def cmd_evaluate(args) -> None:
 def add_command(sub) -> None:
     p = sub.add_parser("evaluate", help="evaluate a finished run's model on a corpus split")
     p.add_argument("run", help="run directory")
-    p.add_argument("--data", help="corpus (default: the run's own)")
+    p.add_argument(
+        "--data", help="corpus to score (default: the run's own, where its config.json says; moved: its new place)"
+    )
     p.add_argument("--split", default="test", choices=["train", "dev", "test"], help="the split scored")
     p.add_argument(
         "--sentences",

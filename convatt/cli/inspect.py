@@ -21,7 +21,8 @@ def cmd_inspect(args) -> None:
     from convatt.trained.inspection import inspect_run
 
     out = Path(args.out) if args.out else Path(args.run) / "inspect"
-    for path in inspect_run(args.run, out, sentence=args.sentence, dev_index=args.dev_index, log=print):
+    written = inspect_run(args.run, out, sentence=args.sentence, dev_index=args.dev_index, log=print, data=args.data)
+    for path in written:
         print(f"wrote {path}")
 
 
@@ -29,6 +30,7 @@ def add_command(sub) -> None:
     p = sub.add_parser("inspect", help="figures and a CSV of what a finished run's attention learned")
     p.add_argument("run", help="run directory")
     p.add_argument("--out", help="where the figures and CSV go (default: RUN/inspect)")
+    p.add_argument("--data", help="the run's corpus, where it is now (default: where its config.json says)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--sentence", help="the sentence whose attention maps are drawn (tokens split on whitespace)")
     which.add_argument(

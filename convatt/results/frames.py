@@ -67,6 +67,10 @@ RESULT_DETAILS = [
     "convatt_version",
     "source_commit",
     "machine",
+    "cpu",
+    "cpu_features",
+    "onednn",
+    "package_versions",
 ]
 RUN_COLUMNS = (
     IDENTITY_COLUMNS

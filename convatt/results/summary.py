@@ -1,5 +1,6 @@
 """What produced the tables: per preset, setting and variant, the finished runs, their wall
-time, and the code and machines that trained them (result.json's `source_commit`, `machine`).
+time, and the code, machines and packages that trained them (result.json's `source_commit`,
+`machine`, `cpu`, `cpu_features`, `onednn`, `packages`).
 
     summary_frame(runs)   the numbers, one row per preset, setting and variant
     summary_table(runs)   as a `Table` ("runs"; `convatt tables` writes it)
@@ -13,7 +14,7 @@ from convatt.data.formats import has_treebanks
 from convatt.results.frames import in_model_order
 from convatt.results.markdown import Table, markdown_table, page
 
-NOT_RECORDED = "not recorded"  # runs trained before result.json had source_commit / machine
+NOT_RECORDED = "not recorded"  # runs trained before result.json had source_commit / machine / cpu ...
 COLUMNS = [
     "preset",
     "setting",
@@ -29,12 +30,23 @@ COLUMNS = [
     "backends",
     "commits",
     "machines",
+    "packages",
 ]
 
 
 def _values(column: pd.Series) -> str:
     """The distinct values, sorted, comma-separated; NOT_RECORDED for the empty ones."""
     return ", ".join(sorted({v if isinstance(v, str) and v else NOT_RECORDED for v in column}))
+
+
+def machine_of(run: pd.Series) -> str:
+    """One run's machine: "AMD EPYC [avx avx2 fma], oneDNN off, x86_64, 2 CPUs, cpu:0"; older
+    results lack the CPU model (and then say so), the oldest the machine too ("")."""
+    machine = run["machine"] if isinstance(run["machine"], str) else ""
+    if not (isinstance(run["cpu"], str) and run["cpu"]):
+        return f"{machine} (CPU model {NOT_RECORDED})" if machine else ""
+    onednn = f", oneDNN {run['onednn']}" if run["onednn"] in ("on", "off") else ""
+    return f"{run['cpu']} [{run['cpu_features'] or 'features unknown'}]{onednn}, {machine}"
 
 
 def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
@@ -56,7 +68,8 @@ def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
                 "wall_seconds_max": float(group["wall_seconds"].max()),
                 "backends": _values(group["backend"]),
                 "commits": _values(group["source_commit"]),
-                "machines": _values(group["machine"]),
+                "machines": _values(group.apply(machine_of, axis=1)),
+                "packages": _values(group["package_versions"]),
             }
         )
     return in_model_order(pd.DataFrame(rows, columns=COLUMNS), ["preset"])
@@ -76,6 +89,7 @@ def _rows(frame: pd.DataFrame) -> list[list[str]]:
             r["backends"],
             r["commits"],
             r["machines"],
+            r["packages"],
         ]
         for _, r in frame.iterrows()
     ]
@@ -91,6 +105,7 @@ def _rows(frame: pd.DataFrame) -> list[list[str]]:
         "",
         "",
         "",
+        "",
     ]
     return rows + [total]
 
@@ -102,9 +117,12 @@ def summary_table(runs: pd.DataFrame) -> Table:
         "Per preset and model (setting): the finished runs, the corpora (treebanks) and seeds they "
         "cover, their epochs and training wall time in seconds (result.json's `wall_seconds`: "
         "training and evaluation, not the start-up), the backends, the git commits of the code "
-        "that trained them (\"+changes\": with uncommitted changes to convatt/) and the machines "
-        f"(architecture, CPUs, the device Keras computed on); \"{NOT_RECORDED}\": runs trained before "
-        "result.json kept these."
+        "that trained them (\"+changes\": with uncommitted changes to convatt/), the machines "
+        "(the CPU model [its instruction sets that choose kernels], TensorFlow's oneDNN on or off, "
+        "the architecture, CPUs, the device Keras computed on) and the versions of the packages "
+        f"that computed; \"{NOT_RECORDED}\": runs trained before result.json kept these. Runs of one "
+        "machine and packages repeat bit for bit (one thread); across machines they agree up to "
+        "the float order of their sums (docs/reliability.md)."
     )
     header = [
         "Preset",
@@ -118,5 +136,6 @@ def summary_table(runs: pd.DataFrame) -> Table:
         "Backends",
         "Commits",
         "Machines",
+        "Packages",
     ]
     return Table("runs", title, frame, page(title, intro, [], markdown_table(header, _rows(frame))))

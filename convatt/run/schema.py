@@ -114,6 +114,15 @@ FINGERPRINT_KEY = "data_fingerprint"  # beside the options in config.json (conva
 _TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "dict": dict, "list": list}
 
 
+def missing_fields(cls, values: dict) -> list[str]:
+    """The fields of dataclass `cls` that have no default and are not in `values`."""
+    return [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+
+
 def check_types(cls, values: dict, where: Path | None, what: str) -> None:
     """Each value has its dataclass field's annotated type ("int | None": an int or null);
     a bool is not an int here, as JSON tells them apart."""
@@ -177,10 +186,20 @@ class RunConfig:
             raise ConvattError(f"damaged run configuration: protocol is {protocol!r}, expected an object", where)
         values["protocol"] = LEGACY_PROTOCOL if protocol is None else Protocol.from_dict(protocol, where)
         values.setdefault("computation", COMPUTATION_BEFORE_SPARSE_FIX)
+        missing = missing_fields(cls, values)
+        if missing:
+            required = ", ".join(f.name for f in dataclasses.fields(cls) if f.name in REQUIRED_CONFIG_FIELDS)
+            raise ConvattError(
+                f"damaged run configuration: no {', '.join(missing)} (a run's config.json holds {required} "
+                f"at least); {DAMAGED_RUN_REMEDY}",
+                where,
+            )
+        config = cls(**values)
         try:
-            return cls(**values)
-        except TypeError as e:
-            raise ConvattError(f"not a convatt run configuration ({e})", where) from None
+            config.check()
+        except ConvattError as e:
+            raise ConvattError(f"damaged run configuration: {e.message}; {DAMAGED_RUN_REMEDY}", where) from None
+        return config
 
     @classmethod
     def load(cls, run_dir: Path) -> RunConfig:
@@ -222,6 +241,7 @@ class RunConfig:
             make_sequence_config(self.preset, self.variant)  # a variant the causal model builds
         name = (lambda field: "--" + field.replace("_", "-")) if flags else (lambda field: field)
         check_seed(self.seed, name("seed"))
+        _check_precision(self.precision, name("precision"))
         for field, minimum in OPTION_MINIMUMS.items():
             check_at_least(name(field), getattr(self, field), minimum)
         if self.embeddings and not config.pretrained_words:
@@ -262,6 +282,16 @@ class RunConfig:
             precision=self.precision,
             computation=self.computation if self.protocol.optimizer == "keras2-rmsprop" else COMPUTATION,
         )
+
+
+REQUIRED_CONFIG_FIELDS = frozenset(missing_fields(RunConfig, {}))  # preset, variant, seed, data, out
+
+
+def _check_precision(precision: str, name: str) -> None:
+    from convatt.model.variants import PRECISIONS
+
+    if precision not in PRECISIONS:
+        raise ConvattError(f"{name} must be one of {', '.join(PRECISIONS)}, not {precision!r}")
 
 
 def preset_epochs(preset: str) -> int:
@@ -402,6 +432,11 @@ class RunResult:
     protocol: str = ORIGINAL  # Protocol.label(), for readers of result.json alone
     source_commit: str = ""  # the code's git commit (`convatt.run.provenance`); "" in older results
     machine: str = ""  # architecture, CPUs, the device Keras computed on; "" in older results
+    # What decides the last bits of the numbers (`convatt.run.provenance.Platform`); "" / {} in older results
+    cpu: str = ""  # the CPU's model name
+    cpu_features: str = ""  # its instruction sets that choose kernels (avx2 avx512f ...)
+    onednn: str = ""  # "on" / "off" under TensorFlow, "not used" under another backend
+    packages: dict = dataclasses.field(default_factory=dict)  # {"tensorflow": "2.21.0", "keras": ..., "numpy": ...}
 
     REQUIRED = ("preset", "variant", "seed", "corpus", "test")
 
@@ -436,7 +471,14 @@ class RunResult:
         check_types(cls, values, where, "result")
         for split in ("dev", "test"):
             _check_scores(values.get(split, {}), split, where)
+        if not all(isinstance(v, str) for v in values.get("packages", {}).values()):
+            raise ConvattError(f"damaged result: packages is {values['packages']!r}, expected versions", where)
         return cls(**{**defaults, **values})
+
+    @property
+    def package_versions(self) -> str:
+        """The packages' versions, "tensorflow 2.21.0, keras 3.15.1, numpy 2.4.6" ("" if not recorded)."""
+        return ", ".join(f"{name} {version}" for name, version in self.packages.items())
 
     @classmethod
     def load(cls, run_dir: Path) -> RunResult:

@@ -8,7 +8,7 @@ from pathlib import Path
 from convatt.data import encode_split, load_corpus
 from convatt.data.corpus import describe_unseen_tags, unseen_tags
 from convatt.model.prediction import evaluate
-from convatt.trained.loading import load_model, load_settings, load_vocabularies
+from convatt.trained.loading import load_model, load_run_corpus, load_settings, load_vocabularies
 from convatt.training.sentence_scores import FILES, write_sentence_scores
 
 
@@ -21,11 +21,13 @@ def evaluate_run(
     """Accuracies (all / OOV / ambiguous / per tag) of `run`'s best model on a split;
     what could surprise a reader of them goes to `warn`."""
     run = Path(run)
-    config = load_settings(run).run_config
+    settings = load_settings(run)
+    config = settings.run_config
     tagger = config.tagger_config()
     vocab = load_vocabularies(run)
-    trained_on = load_corpus(config.preset, config.data_path(run))
-    corpus = trained_on if data is None else load_corpus(config.preset, data)
+    corpus = load_run_corpus(run, settings, data)
+    own = config.data_path(run)  # what it trained on; moved: --data is taken for it
+    trained_on = corpus if data is None or not Path(own).exists() else load_corpus(config.preset, own)
     sentences = getattr(corpus, split)
     if config.limit:
         warn(
@@ -43,10 +45,11 @@ def write_run_sentence_scores(run: str | Path) -> list[Path]:
     """Recompute a finished run's per-sentence scores (test and dev, `convatt.training.sentence_scores`)
     from its saved model on its own corpus, as it trained (`--limit` included); returns the files."""
     run = Path(run)
-    config = load_settings(run).run_config
+    settings = load_settings(run)
+    config = settings.run_config
     tagger = config.tagger_config()
     vocab = load_vocabularies(run)
-    corpus = load_corpus(config.preset, config.data_path(run))
+    corpus = load_run_corpus(run, settings, movable=False)
     encoded = {
         name: encode_split(getattr(corpus, name)[: config.limit], vocab, tagger.max_len, tagger.max_word_len)
         for name in FILES

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from convatt.data import EncodedSplit, encode_split, load_corpus
+from convatt.data import EncodedSplit, encode_split
 from convatt.data.batching import iterate_batches
 from convatt.errors import ConvattError
 from convatt.trained.loading import TrainedRun, load_run
@@ -65,7 +65,7 @@ def attention_maps(run: TrainedRun, inputs: dict, probe=None) -> list[tuple[np.n
 
 def dev_sentences(run: TrainedRun) -> list[list[str]]:
     """The word forms of the run's dev split (cut to the run's --limit, as in training)."""
-    corpus = load_corpus(run.settings.preset, run.settings.data)
+    corpus = run.corpus()
     dev = corpus.dev[: run.settings.limit] if run.settings.limit else corpus.dev
     return [[form for form, _ in sentence] for sentence in dev]
 
@@ -219,7 +219,7 @@ def chosen_sentence(run: TrainedRun, sentence: str | None, dev_index: int, log: 
             raise ConvattError(
                 f"--dev-index {dev_index} is out of range: the run's dev split has "
                 f"{len(dev):,} sentences (0 to {len(dev) - 1:,})",
-                run.settings.data,
+                run.data or run.settings.run_config.data_path(run.path),
             )
         tokens = dev[dev_index]
     max_len = run.settings.config.max_len
@@ -301,14 +301,16 @@ def inspect_run(
     sentence: str | None = None,
     dev_index: int = 0,
     log: Callable[[str], None] = print,
+    data: str | os.PathLike | None = None,
 ) -> list[Path]:
-    """Write the figures (PNG and PDF) and attention_statistics.csv of a run to `out`; return the files."""
+    """Write the figures (PNG and PDF) and attention_statistics.csv of a run to `out`; return the
+    files. The dev split is read from `data` where given, else from the run's own corpus."""
     from convatt.results.frames import label_of
     from convatt.results.output import save
     from convatt.run.storage import write_text
     from convatt.trained import inspection_figures as figures
 
-    trained = load_run(run)
+    trained = load_run(run, data)
     label = label_of(trained.settings.variant)
     tokens = chosen_sentence(trained, sentence, dev_index, log)
     out = Path(out)

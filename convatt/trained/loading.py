@@ -10,12 +10,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from convatt.data import Vocabularies
+from convatt.data import Corpus, Vocabularies, load_corpus
 from convatt.data.formats import data_format
 from convatt.errors import ConvattError
 from convatt.model.variants import TaggerConfig
 from convatt.run.modelfiles import load_keras_model
-from convatt.run.schema import MODEL_FILE, TRAINED_RUN_FILES, VOCAB_FILE, RunConfig
+from convatt.run.schema import CONFIG_FILE, MODEL_FILE, TRAINED_RUN_FILES, VOCAB_FILE, RunConfig
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,36 @@ class TrainedRun:
     settings: RunSettings
     vocab: Vocabularies
     model: object  # keras.Model
+    data: str | None = None  # the corpus to read in place of the run's own (--data), if given
+
+    def corpus(self) -> Corpus:
+        """The run's corpus, or `data` in its place (`load_run_corpus`)."""
+        return load_run_corpus(self.path, self.settings, self.data)
 
 
-def load_run(run: str | os.PathLike) -> TrainedRun:
-    """Everything `convatt tag` and `convatt inspect` need from a run directory."""
-    return TrainedRun(Path(run), load_settings(run), load_vocabularies(run), load_model(run))
+def load_run(run: str | os.PathLike, data: str | os.PathLike | None = None) -> TrainedRun:
+    """Everything `convatt tag` and `convatt inspect` need from a run directory; `data`: the
+    corpus to read in place of the run's own (`inspect --data`)."""
+    data = None if data is None else os.fspath(data)
+    return TrainedRun(Path(run), load_settings(run), load_vocabularies(run), load_model(run), data)
+
+
+def load_run_corpus(
+    run: str | os.PathLike, settings: RunSettings, data: str | os.PathLike | None = None, movable: bool = True
+) -> Corpus:
+    """The corpus of a finished run: `data` where given (a command's --data), else the run's own,
+    config.json's "data" (a relative one found as `RunConfig.data_path` finds it). The run's own
+    gone is an error naming config.json and the path it holds, and how to point the run at the
+    corpus: --data where the command takes it (`movable`), else putting it back."""
+    if data is not None:
+        if not Path(data).exists():
+            raise ConvattError(f"--data: {settings.preset} corpus path not found", data)
+        return load_corpus(settings.preset, data)
+    path = settings.run_config.data_path(run)
+    if not Path(path).exists():
+        remedy = "if it moved, give its new place with --data" if movable else "put it back there (or a link to it)"
+        raise ConvattError(
+            f"the {settings.preset} corpus this run trained on is not at {path} (this file's \"data\"): {remedy}",
+            Path(run) / CONFIG_FILE,
+        )
+    return load_corpus(settings.preset, path)

@@ -269,6 +269,5 @@ class Trainer:
             backend=keras.backend.backend(),
             convatt_version=__version__,
             protocol=self.run_config.protocol.label(),
-            source_commit=provenance.source_commit(),
-            machine=provenance.machine(),
+            **provenance.run_record(),
         )
