@@ -289,6 +289,17 @@ docs-results: | $(VENV_STAMP)
 readme-tables: | $(VENV_STAMP)
 	$(VENV)/bin/python experiments/readme_tables.py
 
+# ---- the beyond-tagging pages: the longer character LM runs (finished or still training) under
+# LM_LONG_RUNS as docs/results/lm-long/lm_long.md and its figure; beyond-committed: the short runs'
+# tables again from the per-seed numbers of docs/results/beyond/*.csv (experiments/beyond_pages.py) ----
+.PHONY: lm-long-results beyond-committed
+LM_LONG_RUNS ?= runs/lm-long
+lm-long-results: | $(VENV_STAMP)
+	$(VENV)/bin/python experiments/beyond_pages.py long --runs $(LM_LONG_RUNS) --out docs/results/lm-long
+
+beyond-committed: | $(VENV_STAMP)
+	$(VENV)/bin/python experiments/beyond_pages.py committed --out docs/results/beyond
+
 count_done = $(words $(wildcard $(1))) of $(words $(1))
 # where Slurm answers: ", N queued, M running on Slurm" (array tasks of RUNS/slurm/ submissions)
 count_slurm = $(if $(SLURM_ANSWERS),$(shell $(PYTHON) experiments/slurm_submit.py counts --runs $(RUNS) $(patsubst %/result.json,%,$(1))))

@@ -9,11 +9,16 @@ import pytest
 from convatt.data.char_text import text_chunks
 from convatt.data.corpus import Corpus
 from convatt.sequence.data import encode_sequences, symbol_vocabulary
-from convatt.sequence.ngram import KneserNey, bits_per_character, ngram_baselines
+from convatt.sequence.ngram import KneserNey, bits_per_character, corpus_baselines
 
 
 def encoded(train: str, test: str = "", chunk_len: int = 64):
-    corpus = Corpus("toy", text_chunks(train, chunk_len), text_chunks(test or train, chunk_len), text_chunks(test or train, chunk_len))
+    corpus = Corpus(
+        "toy",
+        text_chunks(train, chunk_len),
+        text_chunks(test or train, chunk_len),
+        text_chunks(test or train, chunk_len),
+    )
     symbols = symbol_vocabulary(corpus)
     split = lambda s: encode_sequences(s, symbols, chunk_len, False)
     return symbols, split(corpus.train), split(corpus.test)
@@ -95,7 +100,7 @@ def test_each_distribution_sums_to_one_over_the_vocabulary(order):
 def test_bits_per_character_and_the_baselines_frame():
     text = "a cat sat on a mat\nthe cat ate\n" * 4
     corpus = Corpus("toy", text_chunks(text, 8), text_chunks(text[:40], 8), text_chunks(text[:40], 8))
-    frame = ngram_baselines(corpus, orders=(1, 2))
+    frame = corpus_baselines(corpus, orders=(1, 2))
     symbols = symbol_vocabulary(corpus)
     test = encode_sequences(corpus.test, symbols, 8, False)
     model = KneserNey.fit(encode_sequences(corpus.train, symbols, 8, False), 2, len(symbols))

@@ -9,7 +9,8 @@ it has context for (as the LM sees only its chunk). It is fitted on the training
     KneserNey.fit(split, order, n_symbols)   counts of the training split's events
     KneserNey.log_probs(split)               ln p(target | context) of each scored event
     KneserNey.distribution(context)          p over the vocabulary after one context
-    ngram_baselines(corpus, orders)          bits per character on dev and test per order
+    ngram_baselines(train, dev, test, ...)   bits per character on dev and test per order
+    corpus_baselines(corpus)                 the same from a character text
 
 The model: p_m(w | h) = max(c_m(h w) - D_m, 0) / c_m(h) + D_m N_m(h) / c_m(h) p_{m-1}(w | h'),
 h' the context without its first character, c at the top order the training counts, below it
@@ -83,7 +84,6 @@ class _Order:
         return cls(keys, counts, contexts, totals, np.bincount(inverse), float(discount))
 
 
-
 class KneserNey:
     """An interpolated Kneser-Ney model of `order` over ids 1 ... n_symbols - 1 (0 is PAD)."""
 
@@ -136,7 +136,9 @@ class KneserNey:
         context = list(context)[-(self.order - 1) :] if self.order > 1 else []
         width = max(self.order - 1, 1)
         padded = np.array([0] * (width - len(context)) + context, dtype=np.int64)
-        events = _Events(np.tile(padded, (self.n_symbols, 1)), np.arange(self.n_symbols), np.full(self.n_symbols, len(context)))
+        events = _Events(
+            np.tile(padded, (self.n_symbols, 1)), np.arange(self.n_symbols), np.full(self.n_symbols, len(context))
+        )
         return self._probs(events)
 
 
@@ -154,21 +156,28 @@ def bits_per_character(model: KneserNey, split: SequenceSplit) -> float:
 
 
 NGRAM_COLUMNS = ["order", "model", "smoothing", "stored_counts", "dev_bpc", "test_bpc", "test_characters"]
+ORDERS = (1, 2, 3, 5)
 
 
-def ngram_baselines(corpus: Corpus, orders: tuple[int, ...] = (1, 2, 3, 5), max_len: int | None = None) -> pd.DataFrame:
-    """Bits per character on dev and test of interpolated Kneser-Ney models of each order, fitted
-    on `corpus`'s training chunks (`convatt.data.char_text`), with the LM's vocabulary (NGRAM_COLUMNS)."""
-    symbols = symbol_vocabulary(corpus)
-    max_len = max_len or max(len(s) for split in (corpus.train, corpus.dev, corpus.test) for s in split)
-    split = {name: encode_sequences(getattr(corpus, name), symbols, max_len, False) for name in ("train", "dev", "test")}
+def ngram_baselines(
+    train: SequenceSplit, dev: SequenceSplit, test: SequenceSplit, n_symbols: int, orders: tuple[int, ...] = ORDERS
+) -> pd.DataFrame:
+    """Bits per character on dev and test of interpolated Kneser-Ney models of each order fitted on
+    `train`: the encoded splits of a character LM run (NGRAM_COLUMNS)."""
     rows = []
     for order in orders:
-        model = KneserNey.fit(split["train"], order, len(symbols))
+        model = KneserNey.fit(train, order, n_symbols)
         rows.append(
             dict(order=order, model=f"{order_name(order)} (Kneser-Ney)", smoothing="interpolated Kneser-Ney",
-                 stored_counts=model.stored_counts, dev_bpc=bits_per_character(model, split["dev"]),
-                 test_bpc=bits_per_character(model, split["test"]), test_characters=int(split["test"].weights.sum()))
+                 stored_counts=model.stored_counts, dev_bpc=bits_per_character(model, dev),
+                 test_bpc=bits_per_character(model, test), test_characters=int(test.weights.sum()))
         )  # fmt: skip
     return pd.DataFrame(rows, columns=NGRAM_COLUMNS)
 
+
+def corpus_baselines(corpus: Corpus, orders: tuple[int, ...] = ORDERS) -> pd.DataFrame:
+    """`ngram_baselines` of a character text (`convatt.data.char_text`), encoded as the LM encodes it."""
+    symbols = symbol_vocabulary(corpus)
+    max_len = max(len(s) for s in corpus.all_sentences())
+    splits = [encode_sequences(getattr(corpus, n), symbols, max_len, False) for n in ("train", "dev", "test")]
+    return ngram_baselines(*splits, len(symbols), orders)
