@@ -67,7 +67,7 @@ def _bits(value: float) -> str:
 
 def _status(r: pd.Series) -> str:
     if r["finished"]:
-        return f"finished, {r['epochs']} epochs"
+        return f"finished, {r['epochs']} epoch{'s' if r['epochs'] != 1 else ''}"
     return f"running, epoch {r['epochs']} of {int(r['max_epochs'])} done" if not pd.isna(r["max_epochs"]) else "running"
 
 
