@@ -296,6 +296,7 @@ readme-tables: | $(VENV_STAMP)
 LM_LONG_RUNS ?= runs/lm-long
 lm-long-results: | $(VENV_STAMP)
 	$(VENV)/bin/python experiments/beyond_pages.py long --runs $(LM_LONG_RUNS) --out docs/results/lm-long
+	$(VENV)/bin/python experiments/readme_tables.py docs/results/char_lm.md
 
 beyond-committed: | $(VENV_STAMP)
 	$(VENV)/bin/python experiments/beyond_pages.py committed --out docs/results/beyond
