@@ -23,7 +23,8 @@ import pandas as pd
 from convatt.results.markdown import Table
 from convatt.run.storage import write_text
 
-BEYOND = Path("docs/results/beyond")
+ROOT = Path(__file__).resolve().parents[1]
+BEYOND = ROOT / "docs" / "results" / "beyond"
 
 
 def per_run_frame(summary: pd.DataFrame, preset: str, columns: dict[str, str]) -> pd.DataFrame:
@@ -99,7 +100,7 @@ def main() -> None:
     sub.add_parser("committed").add_argument("--out", type=Path, default=BEYOND)
     p = sub.add_parser("long")
     p.add_argument("--runs", type=Path, required=True)
-    p.add_argument("--out", type=Path, default=Path("docs/results/lm-long"))
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "lm-long")
     args = parser.parse_args()
     committed(args.out) if args.command == "committed" else long(args.runs, args.out)
 

@@ -83,3 +83,21 @@ def test_the_toy_table_has_parameters_and_the_mta_rows_none():
     lines = toy_table(runs).markdown.splitlines()
     assert any("| SAN+PE[add]+Conv2d | 126,517 | 2 |" in line for line in lines)
     assert any("| MTA | – | 3 |" in line for line in lines)
+
+
+def test_the_committed_tables_render_again_from_their_per_seed_numbers():
+    """experiments/beyond_pages.py reads the committed CSV's per-seed cells back into runs: the
+    same seeds and numbers come out of the results frame again."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    import beyond_pages
+
+    committed = pd.read_csv(beyond_pages.BEYOND / "char_lm.csv").dropna(subset=["seeds"])
+    columns = {"bpc": "test_bits_per_symbol", "accuracy": "test_all"}
+    runs = beyond_pages.per_run_frame(committed, CHAR_LM.name, columns)
+    assert len(runs) == committed["seeds"].sum()
+    frame = charlm_frame(runs.assign(test_all=runs["test_all"] / 100))
+    assert list(frame["bpc_per_seed"]) == list(committed["bpc_per_seed"])
+    assert list(frame["accuracy_per_seed"]) == list(committed["accuracy_per_seed"])
