@@ -107,3 +107,15 @@ def test_bits_per_character_and_the_baselines_frame():
     assert frame["test_bpc"].iloc[1] == pytest.approx(bits_per_character(model, test))
     assert frame["test_bpc"].iloc[1] < frame["test_bpc"].iloc[0]  # a repeated text: the bigram knows it better
     assert frame["test_characters"].iloc[0] == len(text[:40]) - 1 == test.weights.sum()
+
+
+def test_the_discounts_are_estimated_from_counts_of_one_and_two():
+    text = "abracadabra, a bar, a cab, a dab; abba"
+    symbols, train, _ = encoded(text, chunk_len=200)
+    model = KneserNey.fit(train, 2, len(symbols))
+    bigrams = Counter(text[i : i + 2] for i in range(len(text) - 1))  # the top order: raw counts
+    n1, n2 = sum(c == 1 for c in bigrams.values()), sum(c == 2 for c in bigrams.values())
+    assert model.orders[1].discount == pytest.approx(n1 / (n1 + 2 * n2))
+    types = Counter(gram[1] for gram in bigrams)  # below it: distinct characters before each one
+    n1, n2 = sum(c == 1 for c in types.values()), sum(c == 2 for c in types.values())
+    assert model.orders[0].discount == pytest.approx(n1 / (n1 + 2 * n2) if n1 else 0.75)
