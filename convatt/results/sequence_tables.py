@@ -76,7 +76,7 @@ def _interval(low: float, high: float, digits: int = 2) -> str:
     return "–" if pd.isna(low) else f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def _weights(count: float) -> str:
+def _count_cell(count: float) -> str:
     return "–" if pd.isna(count) else f"{int(count):,}"
 
 
@@ -104,7 +104,7 @@ def _mta_rows() -> list[list[str]]:
 def toy_table(runs: pd.DataFrame) -> Table:
     frame = toy_frame(runs)
     rows = [
-        [r["corpus"], r["model"], _weights(r["parameters"]), str(r["seeds"]), fmt(r["error"], r["error_std"]),
+        [r["corpus"], r["model"], _count_cell(r["parameters"]), str(r["seeds"]), fmt(r["error"], r["error_std"]),
          _interval(r["error_t_low"], r["error_t_high"]), r["error_per_seed"], fmt(r["dev_error"], r["dev_error_std"])]
         for _, r in frame.iterrows()
     ]  # fmt: skip
@@ -134,7 +134,7 @@ def charlm_table(runs: pd.DataFrame, baselines: pd.DataFrame | None = None, note
     """The LM runs' rows, then `baselines` (`charlm_baselines`: n-gram models of the same text)."""
     frame = charlm_frame(runs)
     rows = [
-        [r["corpus"], r["model"], _weights(r["parameters"]), str(r["seeds"]), _bits(r["bpc"], r["bpc_std"]),
+        [r["corpus"], r["model"], _count_cell(r["parameters"]), str(r["seeds"]), _bits(r["bpc"], r["bpc_std"]),
          _interval(r["bpc_t_low"], r["bpc_t_high"], 3), r["bpc_per_seed"], fmt(r["accuracy"], r["accuracy_std"])]
         for _, r in frame.iterrows()
     ]  # fmt: skip
