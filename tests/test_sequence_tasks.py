@@ -192,4 +192,5 @@ def check_long_runs_table(tmp_path: Path) -> None:
         paths = write_progress(root, tmp_path / "out", "now")
         assert {p.name for p in paths} == {"lm_long.md", "lm_long.csv", "lm_long_dev_by_step.png"}
         rows = [line for line in paths[0].read_text().splitlines() if line.startswith("| SAN+PE[add]+Conv2d[pre]")]
-        assert len(rows) == 1 and status in rows[0], rows
+        assert len(rows) == 2 and status in rows[0], rows  # the run's row, then its setting's over seeds
+        assert rows[1].split(" | ")[1] == "1"  # one run

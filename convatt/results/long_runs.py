@@ -4,7 +4,8 @@ budget last? Numbers first, then the table and the figure.
     progress_frame(records)   per run: finished or not, epochs and batches so far, dev bits per
                               symbol at the same batch counts (CHECKPOINTS) and at its last and
                               best curve point, test bits per symbol once finished
-    progress_table(...)       the Markdown table (`Table` "lm_long")
+    progress_table(...)       the Markdown table (`Table` "lm_long"), with `summary_frame`'s
+                              means over seeds at the same batch counts
     progress_figure(...)      dev bits per symbol against batches, one line per run, the n-gram
                               baselines' dev bits beside them
     write_progress(root, out) both, from the run directories under `root` (read, never written)
@@ -19,6 +20,7 @@ import pandas as pd
 
 from convatt.results.frames import RunRecords, in_model_order, load_records
 from convatt.results.markdown import Table, markdown_table, page
+from convatt.results.stats import seed_stats
 from convatt.run.schema import DEV_BITS_COLUMN
 from convatt.run.storage import write_text
 
@@ -95,7 +97,43 @@ def progress_table(frame: pd.DataFrame, baselines: pd.DataFrame | None, when: st
         "–: not reached (yet). The n-gram rows: the same text's Kneser-Ney models (their dev and test "
         "bits per character), for scale."
     )
-    return Table("lm_long", title, frame, page(title, intro, [], markdown_table(header, rows)))
+    summary = f"## {OVER_SEEDS}\n\n{SUMMARY_INTRO}\n\n{summary_markdown(summary_frame(frame))}"
+    return Table("lm_long", title, frame, page(title, intro, [], markdown_table(header, rows), summary))
+
+
+OVER_SEEDS = "Per setting, over seeds"
+SUMMARY_INTRO = (
+    "Mean ± standard deviation (ddof=0) over the seeds that have reached each batch count, "
+    "(k/n): only k of the setting's n runs have; test bits over the finished runs."
+)
+
+
+def summary_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per setting: at each checkpoint, and for test bits, the mean, std and number of the runs
+    that have a value (`seed_stats`), with the setting's number of runs."""
+    rows = []
+    for (setting, variant), group in frame.groupby(["setting", "variant"], sort=False) if len(frame) else []:
+        row = dict(setting=setting, variant=variant, model=group["model"].iloc[0], runs=len(group))
+        for column in [*(f"dev_bpc_{s}" for s in CHECKPOINTS), "test_bpc"]:
+            row[column], row[f"{column}_std"], row[f"{column}_n"] = seed_stats(group[column])
+        rows.append(row)
+    return in_model_order(pd.DataFrame(rows), []) if rows else pd.DataFrame(rows)
+
+
+def _mean_cell(r: pd.Series, column: str) -> str:
+    if r[f"{column}_n"] == 0:
+        return "–"
+    text = f"{r[column]:.3f}" + ("" if pd.isna(r[f"{column}_std"]) else f" ± {r[f'{column}_std']:.3f}")
+    return text + ("" if r[f"{column}_n"] == r["runs"] else f" ({r[f'{column}_n']}/{r['runs']})")
+
+
+def summary_markdown(summary: pd.DataFrame) -> str:
+    header = ["Model", "Runs", *[f"Dev bpc at {s:,}" for s in CHECKPOINTS], "Test bpc"]
+    rows = [
+        [r["model"], str(r["runs"]), *[_mean_cell(r, f"dev_bpc_{s}") for s in CHECKPOINTS], _mean_cell(r, "test_bpc")]
+        for _, r in summary.iterrows()
+    ]
+    return markdown_table(header, rows)
 
 
 def progress_figure(records: RunRecords, frame: pd.DataFrame, baselines: pd.DataFrame | None):
