@@ -8,6 +8,7 @@ from scipy import stats
 
 from convatt.data.formats import CHAR_LM, TOY
 from convatt.results.sequence_tables import (
+    charlm_baselines,
     charlm_frame,
     charlm_table,
     seed_difference_frame,
@@ -101,3 +102,11 @@ def test_the_committed_tables_render_again_from_their_per_seed_numbers():
     frame = charlm_frame(runs.assign(test_all=runs["test_all"] / 100))
     assert list(frame["bpc_per_seed"]) == list(committed["bpc_per_seed"])
     assert list(frame["accuracy_per_seed"]) == list(committed["accuracy_per_seed"])
+
+
+def test_a_run_whose_text_cannot_be_read_gets_a_note_not_a_traceback(lm_runs, tmp_path):
+    runs = lm_runs.assign(run_dir=str(tmp_path / "gone"))
+    baselines, notes = charlm_baselines(runs)
+    assert baselines.empty and len(notes) == 1 and "No n-gram rows for C" in notes[0]
+    table = charlm_table(runs, baselines, notes)
+    assert table.notes == notes and notes[0] in table.markdown

@@ -152,7 +152,8 @@ def charlm_table(runs: pd.DataFrame, baselines: pd.DataFrame | None = None, note
         "chunks, scored on the same test characters with the same vocabulary and OOV symbol, each "
         "character from the up to n - 1 before it in its chunk; their parameters are the counts they store."
     )
-    return Table("char_lm", title, frame, page(title, intro, notes or [], markdown_table(header, rows)))
+    notes = notes or []
+    return Table("char_lm", title, frame, page(title, intro, notes, markdown_table(header, rows)), notes)
 
 
 def charlm_baselines(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
