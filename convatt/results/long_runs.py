@@ -154,9 +154,8 @@ def progress_figure(records: RunRecords, frame: pd.DataFrame, baselines: pd.Data
         ]
         curve = records.curves[records.curves["run_dir"].isin(run_dir)].sort_values("step")
         label = f"{r['model']} seed {r['seed']}" + ("" if r["finished"] else " (running)")
-        ax.plot(
-            curve["step"], curve[DEV_BITS_COLUMN], styles[(r["seed"] - 1) % 4], color=colours[r["variant"]], label=label
-        )
+        style = dict(color=colours[r["variant"]], label=label, marker="o", markersize=2)  # a lone point shows too
+        ax.plot(curve["step"], curve[DEV_BITS_COLUMN], styles[(r["seed"] - 1) % 4], **style)
     for _, b in (baselines if baselines is not None else pd.DataFrame()).iterrows():
         if b["order"] > 1:
             ax.axhline(b["dev_bpc"], color="grey", linestyle=":", linewidth=1)
