@@ -17,6 +17,9 @@
 #   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*, efficiency_*
 #   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}
 #   make docs-results   the committed docs/results/ from RUNS, and the copies of its tables in README.md and docs/results.md
+#   make lm-long-results  docs/results/lm-long/ from the longer char LM runs in LM_LONG_RUNS (finished or not),
+#                       and its table's copy in docs/results/char_lm.md
+#   make beyond-committed docs/results/beyond/ char_lm, toy_task, seeds_* again from their CSVs' per-seed numbers
 #   make status         how many runs of each grid are finished (and queued/running on Slurm),
 #                       each unfinished run's epoch and best dev accuracy so far
 #   make test           the test suite (TensorFlow, then the layer tests and the training tests
@@ -69,6 +72,8 @@ TOY_SPEC     ?= convatt/embedded/find-block/n5-l2.json
 LM_DIR       ?= convatt/embedded/ud-2.2/UD_English-GUM
 # toy-all and lm-all: the dev curve every N batches; e.g. SEQ_CURVE_EVERY=50
 SEQ_CURVE_EVERY ?= 100
+# lm-long-results: the longer character LM runs (finished or still training); e.g. LM_LONG_RUNS=/scratch/runs/lm-long
+LM_LONG_RUNS ?= runs/lm-long
 # fastText vectors for PTB (the paper: wiki-news-300d-1M-subword.vec), empty: none; e.g. EMBEDDINGS=/data/wiki-news-300d-1M-subword.vec
 EMBEDDINGS   ?=
 # the seeds of every grid; e.g. SEEDS="1 2"
@@ -288,6 +293,17 @@ docs-results: | $(VENV_STAMP)
 
 readme-tables: | $(VENV_STAMP)
 	$(VENV)/bin/python experiments/readme_tables.py
+
+# ---- the beyond-tagging pages: the longer character LM runs (finished or still training) under
+# LM_LONG_RUNS as docs/results/lm-long/lm_long.md and its figure; beyond-committed: the short runs'
+# tables again from the per-seed numbers of docs/results/beyond/*.csv (experiments/beyond_pages.py) ----
+.PHONY: lm-long-results beyond-committed
+lm-long-results: | $(VENV_STAMP)
+	$(VENV)/bin/python experiments/beyond_pages.py long --runs $(LM_LONG_RUNS) --out docs/results/lm-long
+	$(VENV)/bin/python experiments/readme_tables.py docs/results/char_lm.md
+
+beyond-committed: | $(VENV_STAMP)
+	$(VENV)/bin/python experiments/beyond_pages.py committed --out docs/results/beyond
 
 count_done = $(words $(wildcard $(1))) of $(words $(1))
 # where Slurm answers: ", N queued, M running on Slurm" (array tasks of RUNS/slurm/ submissions)

@@ -1,5 +1,5 @@
 """Copy the committed result tables (docs/results/*.md, written by `convatt tables`) into the
-pages that show them (README.md, docs/results.md) between markers, so that their tables are
+pages that show them (README.md, docs/results.md, the beyond-tagging pages) between markers, so that their tables are
 those files' and never typed by hand:
 
     <!-- table: results/table2d_ud_per_treebank.md -->
@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKED_PAGES = ("README.md", "docs/results.md", "docs/results-before-fix.md")
+MARKED_PAGES = (
+    "README.md",
+    "docs/results.md",
+    "docs/results-before-fix.md",
+    "docs/results/char_lm.md",
+    "docs/results/toy_task.md",
+)
 """The pages that hold `<!-- table: ... -->` markers."""
 BLOCK = re.compile(r"(<!-- table: (?P<source>[^\n]+?) -->\n)(?P<body>.*?)(<!-- end table -->)", re.S)
 

@@ -173,7 +173,26 @@ def test_a_charlm_run_writes_the_tables_and_figures(tmp_path):
     written = write_tables(tmp_path / "runs", tmp_path / "results")
     names = {p.name for p in written.paths}
     assert {"char_lm.md", "efficiency_charlm.md"} <= names
-    assert "SAN+PE[add]+Conv2d[pre]" in (tmp_path / "results" / "char_lm.md").read_text()
+    page = (tmp_path / "results" / "char_lm.md").read_text()
+    assert "SAN+PE[add]+Conv2d[pre]" in page and "| bigram (Kneser-Ney) |" in page  # the n-gram rows
+    assert "seeds_charlm.md" in names
     plots = write_plots(tmp_path / "runs", tmp_path / "results")
     assert any(p.name == "charlm_dev_by_step.png" for p in plots.paths)
     assert not any(p.name.startswith("figure2") for p in plots.paths)  # the tagger's Figure 2: no runs for it
+    check_long_runs_table(tmp_path)
+
+
+def check_long_runs_table(tmp_path: Path) -> None:
+    """`convatt.results.long_runs` on the finished run and on a copy without result.json (running)."""
+    import shutil
+
+    from convatt.results.long_runs import write_progress
+
+    shutil.copytree(tmp_path / "runs" / "lm", tmp_path / "long" / "lm")
+    (tmp_path / "long" / "lm" / "result.json").unlink()
+    for root, status in ((tmp_path / "runs", "finished, 1 epoch"), (tmp_path / "long", "running, epoch 1 of 1 done")):
+        paths = write_progress(root, tmp_path / "out", "now")
+        assert {p.name for p in paths} == {"lm_long.md", "lm_long.csv", "lm_long_dev_by_step.png"}
+        rows = [line for line in paths[0].read_text().splitlines() if line.startswith("| SAN+PE[add]+Conv2d[pre]")]
+        assert len(rows) == 2 and status in rows[0], rows  # the run's row, then its setting's over seeds
+        assert rows[1].split(" | ")[1] == "1"  # one run
