@@ -289,3 +289,35 @@ def conv1d_taps(x, kernel, bias, first_row: int, activation=relu, row_open=None)
             if 0 <= r < rows:
                 out[i] += x[r] @ kernel[u]
     return activation(out)
+
+
+# ------------------------------------------- the layers' earlier keras.ops formulas
+# The formulas the layers computed before their kernels were rewritten for speed (the
+# clearest statement of what they compute, in keras.ops): the tests check that the
+# new kernels give the same values and gradients, on both backends.
+
+
+def conv2d_depthwise(attention, kernel, bias, causal: bool, future_open=None, activation=None):
+    """AttentionConv2D's earlier convolution: a depthwise convolution with the heads as
+    channels. attention (b, h, q, k) and kernel (h, rows, cols), keras tensors, float32."""
+    from keras import ops
+
+    rows, cols = kernel.shape[1], kernel.shape[2]
+    images = ops.transpose(attention, (0, 2, 3, 1))
+
+    def depthwise(images, kernel, padding):
+        return ops.depthwise_conv(images, ops.expand_dims(ops.transpose(kernel, (1, 2, 0)), -1), padding=padding)
+
+    if causal:
+        left = (cols - 1) // 2
+        images = ops.pad(images, [[0, 0], [rows - 1, 0], [left, cols - 1 - left], [0, 0]])
+        outputs = depthwise(images, kernel, "valid")
+    elif future_open is None:
+        outputs = depthwise(images, kernel, "same")
+    else:
+        offsets = np.arange(rows) - (rows - 1) // 2
+        later = ops.convert_to_tensor((offsets > 0).astype("float32").reshape(1, rows, 1))
+        outputs = depthwise(images, kernel * (1.0 - later), "same")
+        outputs = outputs + depthwise(images, kernel * later, "same") * future_open
+    outputs = ops.transpose(outputs, (0, 3, 1, 2)) + ops.reshape(bias, (1, -1, 1, 1))
+    return outputs if activation is None else activation(outputs)
