@@ -321,3 +321,28 @@ def conv2d_depthwise(attention, kernel, bias, causal: bool, future_open=None, ac
         outputs = outputs + depthwise(images, kernel * later, "same") * future_open
     outputs = ops.transpose(outputs, (0, 3, 1, 2)) + ops.reshape(bias, (1, -1, 1, 1))
     return outputs if activation is None else activation(outputs)
+
+
+def shaw_clipped_distances(query_len: int, key_len: int, max_distance: int) -> np.ndarray:
+    """`clip(j - i, k) + k`, `(query_len, key_len)`: the table row of each pair."""
+    distance = np.arange(key_len)[None, :] - np.arange(query_len)[:, None]
+    return np.clip(distance, -max_distance, max_distance) + max_distance
+
+
+def shaw_key_term_gathered(scores, query, key_table, max_distance: int):
+    """RelativePositionRepresentation.add_float32's earlier formula: the `(q, k, d)` table of
+    `a^K_ij` gathered, then one product per query position. Keras tensors, float32."""
+    from keras import ops
+
+    indices = shaw_clipped_distances(scores.shape[-2], scores.shape[-1], max_distance)
+    a_key = ops.take(key_table, indices, axis=0)
+    return scores + ops.einsum("bqhd,qkd->bhqk", query, a_key) / math.sqrt(key_table.shape[-1])
+
+
+def shaw_value_term_gathered(attention, value_table, max_distance: int):
+    """RelativePositionRepresentation.value_term's earlier formula: `sum_j attention_ij a^V_ij`
+    with the `(q, k, d)` table of `a^V_ij` gathered. Keras tensors, float32."""
+    from keras import ops
+
+    indices = shaw_clipped_distances(attention.shape[-2], attention.shape[-1], max_distance)
+    return ops.einsum("bhqk,qkd->bqhd", attention, ops.take(value_table, indices, axis=0))
