@@ -11,6 +11,14 @@ from keras import ops
 from convatt.layers._utils import distinct_initializer
 
 
+def _skew_pays(matrices) -> bool:
+    """Whether to use the skews (else the gathered `(q, k, d)` tables): they need the lengths
+    known when traced, and pay under XLA only; TensorFlow without XLA runs every reshape and
+    pad as a copy (5.5x Keras' layer's step with the tables, 8.1x with the skews, at 1024)."""
+    known = matrices.shape[-2] is not None and matrices.shape[-1] is not None
+    return known and keras.backend.backend() != "tensorflow"
+
+
 def spread_by_distance(per_distance, query_len: int, key_len: int, max_distance: int):
     """`out[..., i, j] = per_distance[..., i, clip(j - i, k) + k]`: `(b, h, q, 2k + 1)` -> `(b, h, q, key_len)`.
 
@@ -69,11 +77,14 @@ class RelativePositionRepresentation(keras.layers.Layer):
     heads. The layer uses the paper's efficient split (§3.3, eq. 5): the scores
     get the second term `(x_i W^Q)(a^K_ij)^T / sqrt(d_z)` added, and the outputs
     get `sum_j alpha_ij a^V_ij` added (the second half of eq. 3), through
-    `value_term`. Neither builds a `(query, key, head_dim)` tensor: the key term
-    is `q_i . w^K_r` for the `2k + 1` distances `r`, placed at each pair by its
-    distance (`spread_by_distance`); the value term is `sum_r s_ir w^V_r` with
-    `s_ir` the attention's sum over the keys at distance `r` (`sum_by_distance`). `SelfAttention` calls it
-    with `relative_position_representation=k`.
+    `value_term`. Under JAX neither builds a `(query, key, head_dim)` tensor: the
+    key term is `q_i . w^K_r` for the `2k + 1` distances `r`, placed at each pair
+    by its distance (`spread_by_distance`); the value term is `sum_r s_ir w^V_r`
+    with `s_ir` the attention's sum over the keys at distance `r`
+    (`sum_by_distance`). Under TensorFlow (no XLA: every reshape a copy), and for
+    lengths unknown when traced, they gather the tables `a^K`, `a^V` and take one
+    batched product per query position. `SelfAttention` calls it with
+    `relative_position_representation=k`.
 
     Args:
         max_distance: int. The clipping distance `k` (>= 0); `2k + 1` distinct
@@ -176,7 +187,7 @@ class RelativePositionRepresentation(keras.layers.Layer):
         scale = 1.0 / math.sqrt(self.head_dim)
         scores, query = ops.cast(attention_scores, "float32"), ops.cast(query, "float32")
         query_len, key_len = scores.shape[-2], scores.shape[-1]
-        if query_len is None or key_len is None:  # a graph of unknown length: the gathered tables
+        if not _skew_pays(scores):
             a_key = ops.cast(self.relative_embeddings(ops.shape(scores)[-2], ops.shape(scores)[-1])[0], "float32")
             return scores + ops.einsum("bqhd,qkd->bhqk", query, a_key) * scale
         # q_i . w^K_r for the 2k + 1 distances r only, then placed at each (i, j) by its distance
@@ -186,7 +197,7 @@ class RelativePositionRepresentation(keras.layers.Layer):
     def value_term(self, attention):
         """`sum_j attention_ij a^V_ij`: `(b, h, q, k)` -> `(b, q, h, head_dim)`, in float32."""
         attention = ops.cast(attention, "float32")
-        if attention.shape[-2] is None or attention.shape[-1] is None:  # unknown length: gathered
+        if not _skew_pays(attention):
             a_value = self.relative_embeddings(ops.shape(attention)[-2], ops.shape(attention)[-1])[1]
             return ops.einsum("bhqk,qkd->bqhd", attention, ops.cast(a_value, "float32"))
         # sum_j attention_ij w^V[clip(j - i)] = sum_r (the attention's sum at distance r) w^V[r]
