@@ -289,3 +289,60 @@ def conv1d_taps(x, kernel, bias, first_row: int, activation=relu, row_open=None)
             if 0 <= r < rows:
                 out[i] += x[r] @ kernel[u]
     return activation(out)
+
+
+# ------------------------------------------- the layers' earlier keras.ops formulas
+# The formulas the layers computed before their kernels were rewritten for speed (the
+# clearest statement of what they compute, in keras.ops): the tests check that the
+# new kernels give the same values and gradients, on both backends.
+
+
+def conv2d_depthwise(attention, kernel, bias, causal: bool, future_open=None, activation=None):
+    """AttentionConv2D's earlier convolution: a depthwise convolution with the heads as
+    channels. attention (b, h, q, k) and kernel (h, rows, cols), keras tensors, float32."""
+    from keras import ops
+
+    rows, cols = kernel.shape[1], kernel.shape[2]
+    images = ops.transpose(attention, (0, 2, 3, 1))
+
+    def depthwise(images, kernel, padding):
+        return ops.depthwise_conv(images, ops.expand_dims(ops.transpose(kernel, (1, 2, 0)), -1), padding=padding)
+
+    if causal:
+        left = (cols - 1) // 2
+        images = ops.pad(images, [[0, 0], [rows - 1, 0], [left, cols - 1 - left], [0, 0]])
+        outputs = depthwise(images, kernel, "valid")
+    elif future_open is None:
+        outputs = depthwise(images, kernel, "same")
+    else:
+        offsets = np.arange(rows) - (rows - 1) // 2
+        later = ops.convert_to_tensor((offsets > 0).astype("float32").reshape(1, rows, 1))
+        outputs = depthwise(images, kernel * (1.0 - later), "same")
+        outputs = outputs + depthwise(images, kernel * later, "same") * future_open
+    outputs = ops.transpose(outputs, (0, 3, 1, 2)) + ops.reshape(bias, (1, -1, 1, 1))
+    return outputs if activation is None else activation(outputs)
+
+
+def shaw_clipped_distances(query_len: int, key_len: int, max_distance: int) -> np.ndarray:
+    """`clip(j - i, k) + k`, `(query_len, key_len)`: the table row of each pair."""
+    distance = np.arange(key_len)[None, :] - np.arange(query_len)[:, None]
+    return np.clip(distance, -max_distance, max_distance) + max_distance
+
+
+def shaw_key_term_gathered(scores, query, key_table, max_distance: int):
+    """RelativePositionRepresentation.add_float32's earlier formula: the `(q, k, d)` table of
+    `a^K_ij` gathered, then one product per query position. Keras tensors, float32."""
+    from keras import ops
+
+    indices = shaw_clipped_distances(scores.shape[-2], scores.shape[-1], max_distance)
+    a_key = ops.take(key_table, indices, axis=0)
+    return scores + ops.einsum("bqhd,qkd->bhqk", query, a_key) / math.sqrt(key_table.shape[-1])
+
+
+def shaw_value_term_gathered(attention, value_table, max_distance: int):
+    """RelativePositionRepresentation.value_term's earlier formula: `sum_j attention_ij a^V_ij`
+    with the `(q, k, d)` table of `a^V_ij` gathered. Keras tensors, float32."""
+    from keras import ops
+
+    indices = shaw_clipped_distances(attention.shape[-2], attention.shape[-1], max_distance)
+    return ops.einsum("bhqk,qkd->bqhd", attention, ops.take(value_table, indices, axis=0))

@@ -19,6 +19,110 @@ def kernel_pair(kernel_size) -> tuple[int, int]:
     return int(kernel_size), int(kernel_size)
 
 
+def convolve_heads(attention, kernel, bias, activation, causal: bool = False, future_open=None):
+    """`AttentionConv2D`'s computation from its weights: `activation(filter_heads(...) + bias)`,
+    the filter's rows on rows `i - rows + 1 .. i` when `causal`, else centred (Keras' 'same')."""
+    offsets = query_tap_offsets(kernel.shape[1], causal)
+    outputs = filter_heads(attention, kernel, offsets, future_open=None if causal else future_open)
+    return activation(outputs + ops.reshape(bias, (1, -1, 1, 1)))
+
+
+def filter_heads(attention, kernel, row_offsets: list[int], future_open=None):
+    """Each head's matrix filtered by its own kernel (no bias), with a gradient that keeps
+    nothing but the input.
+
+    `out[b, h, i, j] = sum_{r, c} kernel[h, r, c] * attention[b, h, i + row_offsets[r],
+    j + c - (cols - 1) // 2]`, zero outside the matrix (the key axis as Keras' 'same'),
+    the kernel rows of positive offsets (later queries) times `future_open` when given.
+    Forward and input gradient are `stencil`s (shifted multiply-adds, one fused pass
+    under XLA); the kernel's gradient is one depthwise convolution of the input with the
+    output gradient as its filter (XLA leaves a per-tap sum's shifted slices
+    unfused: a matrix copy per tap).
+
+    Args:
+        attention: float `(batch, heads, query_len, key_len)`.
+        kernel: float `(heads, rows, cols)`.
+        row_offsets: the query row each kernel row reads, relative to row `i`
+            (`query_tap_offsets`: contiguous, 0 among them).
+        future_open: optional float `(batch, 1, 1, 1)`.
+    """
+    cols = kernel.shape[2]
+    col_offsets = [col - (cols - 1) // 2 for col in range(cols)]
+    open_rows = ops.ones((1, 1, 1, 1), "float32") if future_open is None else future_open
+
+    @ops.custom_gradient
+    def convolve(attention, kernel, open_rows):
+        scales = [open_rows if offset > 0 else None for offset in row_offsets]
+
+        def gradient(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            mirrored = ops.flip(kernel, axis=(1, 2))  # out[i] reads in[i + d]: in[i] gets out[i - d]
+            rows, columns = [-d for d in reversed(row_offsets)], [-d for d in reversed(col_offsets)]
+            d_input = stencil(upstream, mirrored, rows, columns, scales[::-1])
+            d_kernel = stencil_kernel_gradient(attention, upstream, row_offsets, col_offsets, scales)
+            return d_input, d_kernel, ops.zeros_like(open_rows)
+
+        return stencil(attention, kernel, row_offsets, col_offsets, scales), gradient
+
+    return convolve(attention, kernel, open_rows)
+
+
+def stencil(x, kernel, row_offsets: list[int], col_offsets: list[int], row_scales: list | None = None):
+    """`out[b, h, i, j] = sum_{r, c} kernel[h, r, c] * scale_r * x[b, h, i + row_offsets[r], j +
+    col_offsets[c]]` (zero outside; `scale_r` = `row_scales[r]` or 1) as a sum of shifted
+    slices of the zero-padded `x`, which XLA fuses into one pass over the matrix."""
+    (top, bottom), (left, right) = _padding(row_offsets), _padding(col_offsets)
+    padded = ops.pad(x, [[0, 0], [0, 0], [top, bottom], [left, right]])
+    heads = []
+    for head in range(x.shape[1]):  # a scalar weight per tap: XLA keeps it in the fused loop
+        total = None
+        for row, d_row in enumerate(row_offsets):
+            band = padded[:, head, top + d_row : _end(bottom - d_row), :]
+            terms = [
+                band[..., left + d_col : _end(right - d_col)] * kernel[head, row, col]
+                for col, d_col in enumerate(col_offsets)
+            ]
+            row_sum = sum(terms[1:], terms[0])
+            if row_scales is not None and row_scales[row] is not None:
+                row_sum = row_sum * ops.reshape(row_scales[row], (-1, 1, 1))
+            total = row_sum if total is None else total + row_sum
+        heads.append(total)
+    return ops.stack(heads, axis=1)
+
+
+def stencil_kernel_gradient(x, upstream, row_offsets: list[int], col_offsets: list[int], row_scales: list):
+    """The gradient of `stencil`'s kernel: `d[h, r, c] = sum_{b, i, j} upstream[b, h, i, j] *
+    scale_r * x[b, h, i + row_offsets[r], j + col_offsets[c]]`, as one depthwise convolution
+    of the padded `x` (channels: batch x heads) with `upstream` as the filter."""
+    (top, bottom), (left, right) = _padding(row_offsets), _padding(col_offsets)
+    heads = x.shape[1]
+    padded = ops.pad(x, [[0, 0], [0, 0], [top, bottom], [left, right]])
+    shape = ops.shape(padded)
+    images = ops.reshape(ops.transpose(padded, (2, 3, 0, 1)), (1, shape[2], shape[3], -1))
+    shape = ops.shape(upstream)
+    filters = ops.reshape(ops.transpose(upstream, (2, 3, 0, 1)), (shape[2], shape[3], -1, 1))
+    per_sample = ops.depthwise_conv(images, filters, padding="valid")  # (1, rows, cols, batch * heads)
+    per_sample = ops.transpose(ops.reshape(per_sample, (len(row_offsets), len(col_offsets), -1, heads)), (2, 3, 0, 1))
+    rows = [per_sample[:, :, row : row + 1, :] for row in range(len(row_offsets))]
+    rows = [r if scale is None else r * ops.reshape(scale, (-1, 1, 1, 1)) for r, scale in zip(rows, row_scales)]
+    return ops.sum(ops.concatenate(rows, axis=2), axis=0)  # (heads, rows, cols)
+
+
+def _padding(offsets: list[int]) -> tuple[int, int]:
+    """Zeros before and after an axis so that every offset's slice stays inside."""
+    return max(-offsets[0], 0), max(offsets[-1], 0)
+
+
+def _end(after: int) -> int | None:
+    """The end of a slice that leaves `after` entries of the padded axis (static, any length)."""
+    return -after if after > 0 else None
+
+
+def _tap(kernel, row: int, col: int):
+    """The heads' weights of one tap, shaped to multiply `(batch, heads, q, k)`."""
+    return ops.reshape(kernel[:, row, col], (1, -1, 1, 1))
+
+
 @keras.saving.register_keras_serializable(package="convatt")
 class AttentionConv2D(keras.layers.Layer):
     """Per-head single-filter Conv2D over an attention matrix ("+Conv2d").
@@ -119,28 +223,8 @@ class AttentionConv2D(keras.layers.Layer):
                 that read later query rows (0 drops them: a causal mask).
         """
         check_scores_shape(self.name, attention.shape, self.num_heads)
-        rows, cols = kernel_pair(self.kernel_size)
-        # One filter per head = a depthwise convolution with the heads as channels
-        # (channels-last). (Much faster than stacking the shifted windows: 7 vs 150 ms on CPU.)
-        images = ops.transpose(ops.cast(attention, "float32"), (0, 2, 3, 1))
-        kernel = ops.cast(self.kernel, "float32")
-        if causal:  # all rows on the past: pad the query axis before only, the key axis as 'same'
-            left = (cols - 1) // 2
-            images = ops.pad(images, [[0, 0], [rows - 1, 0], [left, cols - 1 - left], [0, 0]])
-            outputs = self._depthwise(images, kernel, "valid")
-        elif future_open is None:
-            outputs = self._depthwise(images, kernel, "same")
-        else:  # the rows reading later queries apart, weighted by future_open
-            later = ops.reshape(ops.cast(ops.greater(query_tap_offsets(rows, False), 0), "float32"), (1, rows, 1))
-            outputs = self._depthwise(images, kernel * (1.0 - later), "same")
-            outputs = outputs + self._depthwise(images, kernel * later, "same") * future_open
-        bias = ops.reshape(ops.cast(self.bias, "float32"), (1, self.num_heads, 1, 1))
-        return self.activation(ops.transpose(outputs, (0, 3, 1, 2)) + bias)
-
-    @staticmethod
-    def _depthwise(images, kernel, padding: str):
-        """`images` `(b, q, k, heads)` filtered by `kernel` `(heads, rows, cols)`; as `(b, q, k, heads)`."""
-        return ops.depthwise_conv(images, ops.expand_dims(ops.transpose(kernel, (1, 2, 0)), -1), padding=padding)
+        kernel, bias = ops.cast(self.kernel, "float32"), ops.cast(self.bias, "float32")
+        return convolve_heads(ops.cast(attention, "float32"), kernel, bias, self.activation, causal, future_open)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

@@ -11,6 +11,62 @@ from keras import ops
 from convatt.layers._utils import distinct_initializer
 
 
+def _skew_pays(matrices) -> bool:
+    """Whether to use the skews (else the gathered `(q, k, d)` tables): they need the lengths
+    known when traced, and pay under XLA only; TensorFlow without XLA runs every reshape and
+    pad as a copy (5.5x Keras' layer's step with the tables, 8.1x with the skews, at 1024)."""
+    known = matrices.shape[-2] is not None and matrices.shape[-1] is not None
+    return known and keras.backend.backend() != "tensorflow"
+
+
+def spread_by_distance(per_distance, query_len: int, key_len: int, max_distance: int):
+    """`out[..., i, j] = per_distance[..., i, clip(j - i, k) + k]`: `(b, h, q, 2k + 1)` -> `(b, h, q, key_len)`.
+
+    Without a gather: row `i` of a table over every distance `j - i` from `-(q - 1)` to
+    `key_len - 1` (the clipped ends repeated), read with a stride one shorter than the
+    table's rows, starts one place further left on each row: the skew of Huang et
+    al. (2019, Music Transformer), in reshapes and slices.
+    """
+    k = max_distance
+    before, after = max(query_len - 1, k), max(key_len - 1, k)  # the distances the table covers
+    lead = (-1, per_distance.shape[1])  # any batch size
+    table = ops.concatenate(
+        [
+            ops.repeat(per_distance[..., :1], before - k, axis=-1),
+            per_distance,
+            ops.repeat(per_distance[..., -1:], after - k, axis=-1),
+        ],
+        axis=-1,
+    )[..., before - (query_len - 1) : before + key_len]  # column c: distance c - (q - 1)
+    width = query_len + key_len - 1
+    table = ops.pad(table, [[0, 0], [0, 0], [0, 0], [0, 1]])  # rows of width + 1: row i read from i * width
+    flat = ops.reshape(table, (*lead, query_len * (width + 1)))[..., query_len - 1 : query_len - 1 + query_len * width]
+    return ops.reshape(flat, (*lead, query_len, width))[..., :key_len]
+
+
+def sum_by_distance(weights, max_distance: int):
+    """`out[..., i, r]`: the sum of `weights[..., i, j]` over the keys with `clip(j - i, k) + k == r`;
+    `(b, h, q, key_len)` -> `(b, h, q, 2k + 1)` (the transpose of `spread_by_distance`).
+
+    The inverse skew puts `weights[..., i, j]` at column `j - i + q - 1` of a table over
+    every distance; the clipped ends are the sums of its outer columns.
+    """
+    k = max_distance
+    lead, (query_len, key_len) = (-1, weights.shape[1]), tuple(weights.shape[2:])
+    if k == 0:  # every key at distance 0
+        return ops.sum(weights, axis=-1, keepdims=True)
+    width = query_len + key_len - 1
+    rows = ops.pad(weights, [[0, 0], [0, 0], [0, 0], [0, query_len - 1]])
+    flat = ops.pad(ops.reshape(rows, (*lead, query_len * width)), [[0, 0], [0, 0], [query_len - 1, 1]])
+    table = ops.reshape(flat, (*lead, query_len, width + 1))[..., :width]  # [i, j - i + q - 1] = weights[i, j]
+    before, after = max(query_len - 1, k), max(key_len - 1, k)
+    table = ops.pad(table, [[0, 0], [0, 0], [0, 0], [before - (query_len - 1), after - (key_len - 1)]])
+    # now column c: distance c - before; the clipped ends are the columns up to -k and from k
+    outer_left = ops.sum(table[..., : before - k + 1], axis=-1, keepdims=True)
+    outer_right = ops.sum(table[..., before + k :], axis=-1, keepdims=True)
+    return ops.concatenate([outer_left, table[..., before - k + 1 : before + k], outer_right], axis=-1)
+
+
 @keras.saving.register_keras_serializable(package="convatt")
 class RelativePositionRepresentation(keras.layers.Layer):
     """Learned key and value vectors per clipped relative distance (Shaw et al.).
@@ -19,11 +75,16 @@ class RelativePositionRepresentation(keras.layers.Layer):
     `a^K_ij = w^K[clip(j - i, k)]` and `a^V_ij = w^V[clip(j - i, k)]` with
     `clip(x, k) = max(-k, min(k, x))` (eqs. 3-4 and §3.2); they are shared by all
     heads. The layer uses the paper's efficient split (§3.3, eq. 5): the scores
-    get the second term `(x_i W^Q)(a^K_ij)^T / sqrt(d_z)` added, computed as one
-    batched product per query position instead of materialising the
-    `(b, h, n, n, d)` tensor, and the outputs get `sum_j alpha_ij a^V_ij` added
-    (the second half of eq. 3), through `value_term`. `SelfAttention` calls it
-    with `relative_position_representation=k`.
+    get the second term `(x_i W^Q)(a^K_ij)^T / sqrt(d_z)` added, and the outputs
+    get `sum_j alpha_ij a^V_ij` added (the second half of eq. 3), through
+    `value_term`. Under JAX neither builds a `(query, key, head_dim)` tensor: the
+    key term is `q_i . w^K_r` for the `2k + 1` distances `r`, placed at each pair
+    by its distance (`spread_by_distance`); the value term is `sum_r s_ir w^V_r`
+    with `s_ir` the attention's sum over the keys at distance `r`
+    (`sum_by_distance`). Under TensorFlow (no XLA: every reshape a copy), and for
+    lengths unknown when traced, they gather the tables `a^K`, `a^V` and take one
+    batched product per query position. `SelfAttention` calls it with
+    `relative_position_representation=k`.
 
     Args:
         max_distance: int. The clipping distance `k` (>= 0); `2k + 1` distinct
@@ -123,19 +184,25 @@ class RelativePositionRepresentation(keras.layers.Layer):
 
     def add_float32(self, attention_scores, query):
         """The scores plus the relative key term, computed and returned in float32."""
-        shape = ops.shape(attention_scores)
-        indices = self.relative_indices(shape[-2], shape[-1])
-        a_key = ops.cast(ops.take(self.key_embeddings, indices, axis=0), "float32")  # (q, k, d)
-        # One (b*h, d) x (d, k) product per query position i (eq. 5, second term).
-        key_term = ops.einsum("bqhd,qkd->bhqk", ops.cast(query, "float32"), a_key)
-        return ops.cast(attention_scores, "float32") + key_term * (1.0 / math.sqrt(self.head_dim))
+        scale = 1.0 / math.sqrt(self.head_dim)
+        scores, query = ops.cast(attention_scores, "float32"), ops.cast(query, "float32")
+        query_len, key_len = scores.shape[-2], scores.shape[-1]
+        if not _skew_pays(scores):
+            a_key = ops.cast(self.relative_embeddings(ops.shape(scores)[-2], ops.shape(scores)[-1])[0], "float32")
+            return scores + ops.einsum("bqhd,qkd->bhqk", query, a_key) * scale
+        # q_i . w^K_r for the 2k + 1 distances r only, then placed at each (i, j) by its distance
+        logits = ops.einsum("bqhd,rd->bhqr", query, ops.cast(self.key_embeddings, "float32"))
+        return scores + spread_by_distance(logits, query_len, key_len, self.max_distance) * scale
 
     def value_term(self, attention):
         """`sum_j attention_ij a^V_ij`: `(b, h, q, k)` -> `(b, q, h, head_dim)`, in float32."""
-        shape = ops.shape(attention)
-        indices = self.relative_indices(shape[-2], shape[-1])
-        a_value = ops.cast(ops.take(self.value_embeddings, indices, axis=0), "float32")  # (q, k, d)
-        return ops.einsum("bhqk,qkd->bqhd", ops.cast(attention, "float32"), a_value)
+        attention = ops.cast(attention, "float32")
+        if not _skew_pays(attention):
+            a_value = self.relative_embeddings(ops.shape(attention)[-2], ops.shape(attention)[-1])[1]
+            return ops.einsum("bhqk,qkd->bqhd", attention, ops.cast(a_value, "float32"))
+        # sum_j attention_ij w^V[clip(j - i)] = sum_r (the attention's sum at distance r) w^V[r]
+        sums = sum_by_distance(attention, self.max_distance)
+        return ops.einsum("bhqr,rd->bqhd", sums, ops.cast(self.value_embeddings, "float32"))
 
     def compute_output_shape(self, attention_scores_shape, query_shape=None):
         return tuple(attention_scores_shape)

@@ -1,0 +1,86 @@
+"""The sublayers' fast kernels against their earlier keras.ops formulas (tests/layer_references.py):
+same values and gradients, on the backend the tests run under (run them under both)."""
+
+import keras
+import layer_references as ref
+import numpy as np
+import pytest
+from kernel_gradients import value_and_gradients
+
+from convatt.layers import AttentionConv2D, RelativePositionRepresentation
+from convatt.layers.attention_conv2d import convolve_heads
+from convatt.layers.relative_position_representation import spread_by_distance, sum_by_distance
+
+ATOL = 2e-5
+
+
+def _close(new: list[np.ndarray], old: list[np.ndarray]) -> None:
+    for a, b in zip(new, old, strict=True):
+        np.testing.assert_allclose(a, b, atol=ATOL * max(1.0, np.abs(b).max()), rtol=1e-4)
+
+
+@pytest.mark.parametrize("kernel_size", [(3, 3), (5, 5), (2, 9)])
+@pytest.mark.parametrize("causal, future_open", [(False, None), (True, None), (False, (1.0, 0.0))])
+def test_conv2d_stencil_equals_the_depthwise_convolution(kernel_size, causal, future_open):
+    activation = None if kernel_size == (2, 9) else "relu"  # before the softmax (MTA) / after it (the paper)
+    rng = np.random.default_rng(sum(kernel_size))
+    heads, q, k = 3, 7, 11
+    layer = AttentionConv2D(heads, kernel_size=kernel_size, activation=activation)
+    layer.build((None, heads, q, k))
+    kernel = rng.normal(size=(heads, *kernel_size))
+    bias = rng.normal(size=heads)
+    attention = rng.uniform(-1, 1, size=(2, heads, q, k))
+    opens = None if future_open is None else np.reshape(future_open, (2, 1, 1, 1)).astype("float32")
+    act = keras.activations.get(activation)
+
+    def new(attention, kernel, bias):
+        return convolve_heads(attention, kernel, bias, layer.activation, causal, opens)
+
+    def old(attention, kernel, bias):
+        return ref.conv2d_depthwise(attention, kernel, bias, causal, opens, activation=act)
+
+    _close(value_and_gradients(new, attention, kernel, bias), value_and_gradients(old, attention, kernel, bias))
+    layer.set_weights([kernel.astype("float32"), bias.astype("float32")])  # the layer's own call: the same
+    by_layer = layer.convolve_float32(attention.astype("float32"), causal=causal, future_open=opens)
+    _close([keras.ops.convert_to_numpy(by_layer)], value_and_gradients(old, attention, kernel, bias)[:1])
+
+
+SHAW_SHAPES = [(5, 9, 3), (9, 4, 1), (4, 4, 7), (3, 3, 0)]  # (q, k, clip)
+
+
+@pytest.mark.parametrize("q, k, clip", SHAW_SHAPES)
+def test_shaw_terms_equal_the_gathered_tables(q, k, clip):
+    rng = np.random.default_rng(q * 100 + k * 10 + clip)
+    b, h, d = 2, 3, 4
+    layer = RelativePositionRepresentation(clip, d)
+    layer.build()
+    tables = [t.astype("float32") for t in rng.normal(size=(2, 2 * clip + 1, d))]
+    layer.set_weights(tables)
+    key_table, value_table = (keras.ops.convert_to_tensor(t) for t in tables)
+    scores, query = rng.normal(size=(b, h, q, k)), rng.normal(size=(b, q, h, d))
+    attention = rng.uniform(size=(b, h, q, k))
+    _close(
+        value_and_gradients(layer.add_float32, scores, query),
+        value_and_gradients(lambda s, x: ref.shaw_key_term_gathered(s, x, key_table, clip), scores, query),
+    )
+    _close(
+        value_and_gradients(layer.value_term, attention),
+        value_and_gradients(lambda a: ref.shaw_value_term_gathered(a, value_table, clip), attention),
+    )
+
+
+@pytest.mark.parametrize("q, k, clip", SHAW_SHAPES)
+def test_distance_spreads_and_sums_equal_gathers(q, k, clip):
+    """The two linear maps that also carry the tables' gradients (each is the other's transpose)."""
+    rng = np.random.default_rng(q * 100 + k * 10 + clip)
+    indices = ref.shaw_clipped_distances(q, k, clip)
+    one_hot = keras.ops.convert_to_tensor(np.eye(2 * clip + 1, dtype="float32")[indices])  # (q, k, 2 clip + 1)
+    per_distance, weights = rng.normal(size=(2, 3, q, 2 * clip + 1)), rng.normal(size=(2, 3, q, k))
+    _close(
+        value_and_gradients(lambda x: spread_by_distance(x, q, k, clip), per_distance),
+        value_and_gradients(lambda x: keras.ops.einsum("bhqr,qkr->bhqk", x, one_hot), per_distance),
+    )
+    _close(
+        value_and_gradients(lambda x: sum_by_distance(x, clip), weights),
+        value_and_gradients(lambda x: keras.ops.einsum("bhqk,qkr->bhqr", x, one_hot), weights),
+    )
