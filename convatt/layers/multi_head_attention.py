@@ -146,6 +146,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         self.weight_order = weight_order
         self.temperature = check_flag("temperature", temperature)
         self._causal_call = False
+        self._self_attention_call = False
         self._init_modifications(options)
         self._modified = self.temperature or any(True for _ in self._active())
         if self._modified and self._flash_attention:
@@ -198,6 +199,12 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         scores_shape = (query_shape[0], self.num_heads, query_shape[1], value_shape[1])
         self._build_modifications(scores_shape, (query_shape[0], query_shape[1], self.num_heads, self._key_dim))
 
+    def __call__(self, query, value, *args, **kwargs):
+        # Self-attention is the query and the value being one tensor; seen here, before
+        # Keras converts each argument (NumPy arrays) to a tensor of its own.
+        self._self_attention_call = query is value
+        return super().__call__(query, value, *args, **kwargs)
+
     def call(
         self,
         query,
@@ -241,7 +248,8 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     ):
         """Keras' mask, with two changes: no mask at all where Keras' layer would take its fused
         causal kernel (no modification, no other mask); and, with a modification on, in
-        self-attention (`query is value`), the rows of padded keys masked too (`mask_padded_queries`)."""
+        self-attention (the query and the value one tensor), the rows of padded keys masked
+        too (`mask_padded_queries`)."""
         given = (query_mask, value_mask, key_mask, attention_mask)
         if all(mask is None for mask in given) and self._sliding_window is None:
             if use_causal_mask and not self._modified:
@@ -249,7 +257,8 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         mask = super()._compute_attention_mask(
             query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
         )
-        if self._modified and query is value and any(mask is not None for mask in given):
+        self_attention = self._self_attention_call or query is value
+        if self._modified and self_attention and any(mask is not None for mask in given):
             mask = mask_padded_queries(mask)
         return mask
 
