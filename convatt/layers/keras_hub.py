@@ -37,7 +37,13 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
     keys and values does not keep; decode by running the whole prefix instead.
     """
 
+    query_padding_mask = None
+    """The queries' padding `(batch, query_len)` the decoder gives its cross-attention for a
+    call (KerasHub passes it the encoder's mask only); None: none."""
+
     def call(self, query, value, key=None, cache=None, cache_update_index=None, **kwargs):
+        if kwargs.get("query_mask") is None and self.query_padding_mask is not None:
+            kwargs["query_mask"] = self.query_padding_mask
         if cache is not None:
             raise ValueError(
                 f"{self.name}: convatt's attention runs on whole sequences; a key/value cache "
@@ -171,6 +177,21 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         if self._cross_attention_layer is not None:
             cross = self._causal(self.cross_attention_options or {})
             _replace_attention(self, "_cross_attention_layer", decoder_sequence_shape, encoder_sequence_shape, cross)
+
+    def call(self, decoder_sequence, encoder_sequence=None, decoder_padding_mask=None, **kwargs):
+        # KerasHub's cross-attention gets no mask of its queries (the decoder's tokens); with a
+        # convolution their padding would reach real rows: give it the decoder's padding.
+        padding = decoder_padding_mask
+        if padding is None:
+            padding = getattr(decoder_sequence, "_keras_mask", None)
+        cross = self._cross_attention_layer
+        if cross is not None and encoder_sequence is not None:
+            cross.query_padding_mask = padding
+        try:
+            return super().call(decoder_sequence, encoder_sequence, decoder_padding_mask=decoder_padding_mask, **kwargs)
+        finally:
+            if cross is not None:
+                cross.query_padding_mask = None
 
     def get_config(self) -> dict[str, Any]:
         return {
