@@ -178,9 +178,24 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
             cross = self._causal(self.cross_attention_options or {})
             _replace_attention(self, "_cross_attention_layer", decoder_sequence_shape, encoder_sequence_shape, cross)
 
-    def call(self, decoder_sequence, encoder_sequence=None, decoder_padding_mask=None, **kwargs):
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        decoder_attention_mask=None,
+        encoder_padding_mask=None,
+        encoder_attention_mask=None,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        cross_attention_cache=None,
+        cross_attention_cache_update_index=None,
+        use_causal_mask=True,
+        training=None,
+    ):
         # KerasHub's cross-attention gets no mask of its queries (the decoder's tokens); with a
         # convolution their padding would reach real rows: give it the decoder's padding.
+        arguments = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
         padding = decoder_padding_mask
         if padding is None:
             padding = getattr(decoder_sequence, "_keras_mask", None)
@@ -188,7 +203,7 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         if cross is not None and encoder_sequence is not None:
             cross.query_padding_mask = padding
         try:
-            return super().call(decoder_sequence, encoder_sequence, decoder_padding_mask=decoder_padding_mask, **kwargs)
+            return super().call(**arguments)
         finally:
             if cross is not None:
                 cross.query_padding_mask = None
