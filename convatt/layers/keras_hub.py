@@ -22,6 +22,10 @@ except ImportError as error:  # the optional extra
 
 from convatt.layers.multi_head_attention import MultiHeadAttention
 
+OLD_WEIGHT_ORDER = {"attention_weight_order": "modifications_first"}
+"""What a block saved before its attention listed Keras' weights first gets (its file's
+optimizer state is in that order); see `MultiHeadAttention`'s `weight_order`."""
+
 
 @keras.saving.register_keras_serializable(package="convatt")
 class CacheFreeMultiHeadAttention(MultiHeadAttention):
@@ -33,7 +37,13 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
     keys and values does not keep; decode by running the whole prefix instead.
     """
 
+    query_padding_mask = None
+    """The queries' padding `(batch, query_len)` the decoder gives its cross-attention for a
+    call (KerasHub passes it the encoder's mask only); None: none."""
+
     def call(self, query, value, key=None, cache=None, cache_update_index=None, **kwargs):
+        if kwargs.get("query_mask") is None and self.query_padding_mask is not None:
+            kwargs["query_mask"] = self.query_padding_mask
         if cache is not None:
             raise ValueError(
                 f"{self.name}: convatt's attention runs on whole sequences; a key/value cache "
@@ -55,6 +65,7 @@ def _replace_attention(block, attribute: str, shape, value_shape, options: dict[
         bias_initializer=theirs._bias_initializer,
         dtype=block.dtype_policy,
         name=theirs.name,
+        weight_order=getattr(block, "attention_weight_order", "keras"),
         **options,
     )
     ours.build(shape, value_shape)
@@ -68,6 +79,8 @@ class TransformerEncoder(keras_hub.layers.TransformerEncoder):
     Args:
         attention_options: dict. The modification options of
             `convatt.layers.MultiHeadAttention` (e.g. `{"attention_conv": "2d"}`).
+        attention_weight_order: the attention's `weight_order`: `"keras"` (Keras' weights
+            first); blocks saved by convatt 0.1.0 load with `"modifications_first"`.
         *args, **kwargs: as `keras_hub.layers.TransformerEncoder`.
 
     Example:
@@ -83,16 +96,28 @@ class TransformerEncoder(keras_hub.layers.TransformerEncoder):
      - [Dufter, Schmitt & Schütze, 2020](https://aclanthology.org/2020.coling-main.324/)
     """
 
-    def __init__(self, *args, attention_options: dict[str, Any] | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        attention_options: dict[str, Any] | None = None,
+        attention_weight_order: str = "keras",
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.attention_options = dict(attention_options or {})
+        self.attention_weight_order = attention_weight_order
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]):
+        return super().from_config({**OLD_WEIGHT_ORDER, **config})
 
     def build(self, inputs_shape):
         super().build(inputs_shape)
         _replace_attention(self, "_self_attention_layer", inputs_shape, inputs_shape, self.attention_options)
 
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "attention_options": self.attention_options}
+        config = {**super().get_config(), "attention_options": self.attention_options}
+        return {**config, "attention_weight_order": self.attention_weight_order}
 
 
 @keras.saving.register_keras_serializable(package="convatt")
@@ -108,6 +133,7 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         attention_options: dict. Modification options of `convatt.layers.MultiHeadAttention`
             for the self-attention.
         cross_attention_options: dict or None. Those of the cross-attention; None: none.
+        attention_weight_order: as `TransformerEncoder`'s.
         *args, **kwargs: as `keras_hub.layers.TransformerDecoder`.
 
     Example:
@@ -129,10 +155,12 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         *args,
         attention_options: dict[str, Any] | None = None,
         cross_attention_options: dict[str, Any] | None = None,
+        attention_weight_order: str = "keras",
         **kwargs,
     ):
         shapes = [kwargs.pop(name, None) for name in ("decoder_sequence_shape", "encoder_sequence_shape")]
         super().__init__(*args, **kwargs)  # (unbuilt: KerasHub builds here when given the shapes)
+        self.attention_weight_order = attention_weight_order
         self.attention_options = dict(attention_options or {})
         self.cross_attention_options = None if cross_attention_options is None else dict(cross_attention_options)
         if shapes[0]:  # a saved decoder: built now, as KerasHub's, before its weights load
@@ -150,9 +178,44 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
             cross = self._causal(self.cross_attention_options or {})
             _replace_attention(self, "_cross_attention_layer", decoder_sequence_shape, encoder_sequence_shape, cross)
 
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        decoder_attention_mask=None,
+        encoder_padding_mask=None,
+        encoder_attention_mask=None,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        cross_attention_cache=None,
+        cross_attention_cache_update_index=None,
+        use_causal_mask=True,
+        training=None,
+    ):
+        # KerasHub's cross-attention gets no mask of its queries (the decoder's tokens); with a
+        # convolution their padding would reach real rows: give it the decoder's padding.
+        arguments = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
+        padding = decoder_padding_mask
+        if padding is None:
+            padding = getattr(decoder_sequence, "_keras_mask", None)
+        cross = self._cross_attention_layer
+        if cross is not None and encoder_sequence is not None:
+            cross.query_padding_mask = padding
+        try:
+            return super().call(**arguments)
+        finally:
+            if cross is not None:
+                cross.query_padding_mask = None
+
     def get_config(self) -> dict[str, Any]:
         return {
             **super().get_config(),
             "attention_options": self.attention_options,
             "cross_attention_options": self.cross_attention_options,
+            "attention_weight_order": self.attention_weight_order,
         }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]):
+        return super().from_config({**OLD_WEIGHT_ORDER, **config})
