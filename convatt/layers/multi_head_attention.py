@@ -7,6 +7,7 @@ from typing import Any
 import keras
 from keras import ops
 
+from convatt.layers import attention_cache
 from convatt.layers.modifications import MODIFICATION_OPTIONS, ModifiedAttention, attention_context
 
 
@@ -95,6 +96,13 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         training: bool. Dropout on the attention in training.
         use_causal_mask: bool. A causal mask (query `i` attends keys `<= i`),
             and the convolutions aligned on past queries.
+        cache: optional float `(batch_size, slots, max_length, num_heads, key_dim)`
+            (`empty_cache`): decode a few tokens at a time, KerasHub's way; the
+            call then returns `(output, cache)` (or `(output, attention, cache)`).
+            Slots: keys, values, and with a convolution the queries
+            (`convatt.layers.attention_cache`); every modification decodes exactly.
+        cache_update_index: int or int tensor: the position of `query`'s first
+            token, where the cache is updated.
 
     Returns:
         `(batch_size, query_len, output_dim)`, or the tuple `(output, attention)`
@@ -169,7 +177,14 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
     ):
+        if cache is not None or cache_update_index is not None:  # one token at a time: attention_cache
+            return attention_cache.cached_call(
+                self, query, value, key, cache, cache_update_index, attention_mask, use_causal_mask,
+                return_attention_scores, training,
+            )  # fmt: skip
         # Keras' call passes its (causal) mask to `_compute_attention` but not the flag:
         # the convolutions need it to align their query taps on the past.
         self._causal_call = bool(use_causal_mask)
@@ -185,6 +200,10 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             training=training,
             use_causal_mask=use_causal_mask,
         )
+
+    def empty_cache(self, batch_size: int, max_length: int):
+        """A zero cache for decoding up to `max_length` tokens (`convatt.layers.attention_cache`)."""
+        return attention_cache.empty_cache(self, batch_size, max_length)
 
     def _with_temperature(self, query, key, value):
         if not self.temperature:
