@@ -175,14 +175,14 @@ def _modified_attention(layer, query_proj, cache, start, mask, training):
 
 
 def _rows_keep(positions, key_len, mask, earlier: int):
-    """`(b or 1, 1, rows, key_len)`: causal for every row, and the caller's mask on the new rows."""
-    keep = ops.expand_dims(_causal_keep(positions, key_len), 0)
-    if mask is not None:
-        mask = ops.cast(mask, "bool")
-        if earlier:
-            batch = ops.shape(mask)[0]
-            mask = ops.concatenate([ops.ones((batch, earlier, key_len), dtype="bool"), mask], axis=1)
-        keep = ops.logical_and(keep, mask)
+    """`(b or 1, 1, rows, key_len)`: the caller's mask on the new rows (None: every key), the
+    causal one on the earlier rows (a convolution's: self-attention only)."""
+    new_rows = ops.shape(positions)[0] - earlier
+    keep = ops.ones((1, new_rows, key_len), dtype="bool") if mask is None else ops.cast(mask, "bool")
+    if earlier:
+        past = ops.expand_dims(_causal_keep(positions[:earlier], key_len), 0)
+        past = ops.broadcast_to(past, (ops.shape(keep)[0], earlier, key_len))
+        keep = ops.concatenate([past, keep], axis=1)
     return ops.expand_dims(keep, 1)
 
 

@@ -20,26 +20,30 @@ except ImportError as error:  # the optional extra
         "convatt.layers.keras_hub needs keras-hub: pip install 'convatt[hub]' (or pip install keras-hub)."
     ) from error
 
+from convatt.layers import attention_cache
 from convatt.layers.multi_head_attention import MultiHeadAttention
 
 
 @keras.saving.register_keras_serializable(package="convatt")
 class CacheFreeMultiHeadAttention(MultiHeadAttention):
-    """`MultiHeadAttention` that takes KerasHub's `cache` arguments and refuses a cache.
+    """`MultiHeadAttention` inside KerasHub's blocks (the name saved models know it by).
 
-    KerasHub's decoder passes `cache=None, cache_update_index=None` when it runs on whole
-    sequences (training, scoring). A key/value cache (one token at a time) is refused:
-    the convolutions over the attention map read earlier queries' rows, which a cache of
-    keys and values does not keep; decode by running the whole prefix instead.
+    KerasHub's blocks pass `cache=None, cache_update_index=None` on whole sequences
+    (training, scoring) and a cache when decoding a token at a time; convatt's
+    `MultiHeadAttention` takes both (`convatt.layers.attention_cache`: keys, values and,
+    with a convolution, queries).
     """
 
-    def call(self, query, value, key=None, cache=None, cache_update_index=None, **kwargs):
-        if cache is not None:
-            raise ValueError(
-                f"{self.name}: convatt's attention runs on whole sequences; a key/value cache "
-                "(one token at a time) is not supported. Call the decoder on the whole prefix."
-            )
-        return super().call(query, value, key=key, **kwargs)
+
+def _check_cross_attention_cache(layer) -> None:
+    """A cross-attention cache is for attention that needs no decoder position."""
+    needs = [name for name in attention_cache.POSITIONAL if layer.modifications.get(name) is not None]
+    needs += ["attention_conv"] if layer.attention_conv else []
+    if needs:
+        raise ValueError(
+            f"{layer.name}: a cross-attention cache cannot serve {', '.join(needs)} (they read the decoder "
+            "position, which the cross-attention never gets); decode without a cross-attention cache."
+        )
 
 
 def _replace_attention(block, attribute: str, shape, value_shape, options: dict[str, Any]) -> None:
@@ -102,7 +106,14 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
     The decoder is causal: its self-attention gets KerasHub's causal mask, and with a
     convolution (`attention_conv`) both attentions align their query taps on past
     queries (`conv_causal=True`, so the cross-attention, whose mask is not causal,
-    reads no later decoder position either). Whole sequences only: no key/value cache.
+    reads no later decoder position either).
+
+    Decoding a token at a time: KerasHub's `self_attention_cache` and
+    `self_attention_cache_update_index` (and the cross-attention's), as KerasHub's
+    decoder; make each cache with `self_attention_cache_shape` / `cross_attention_cache_shape`
+    (a convolution keeps the queries too: 3 slots instead of KerasHub's 2). The
+    cross-attention takes a cache when its options have no convolution and no
+    modification that reads positions (it never learns the decoder position).
 
     Args:
         attention_options: dict. Modification options of `convatt.layers.MultiHeadAttention`
@@ -149,6 +160,37 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         if self._cross_attention_layer is not None:
             cross = self._causal(self.cross_attention_options or {})
             _replace_attention(self, "_cross_attention_layer", decoder_sequence_shape, encoder_sequence_shape, cross)
+
+    def self_attention_cache_shape(self, batch_size: int, max_length: int) -> tuple[int, ...]:
+        """The shape of the self-attention's cache (the decoder must be built)."""
+        return attention_cache.cache_shape(self._self_attention_layer, batch_size, max_length)
+
+    def cross_attention_cache_shape(self, batch_size: int, encoder_length: int) -> tuple[int, ...]:
+        """The shape of the cross-attention's cache (the decoder must be built)."""
+        return attention_cache.cache_shape(self._cross_attention_layer, batch_size, encoder_length)
+
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        decoder_attention_mask=None,
+        encoder_padding_mask=None,
+        encoder_attention_mask=None,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        cross_attention_cache=None,
+        cross_attention_cache_update_index=None,
+        use_causal_mask=True,
+        training=None,
+    ):
+        if cross_attention_cache is not None:
+            _check_cross_attention_cache(self._cross_attention_layer)
+        return super().call(
+            decoder_sequence, encoder_sequence, decoder_padding_mask, decoder_attention_mask, encoder_padding_mask,
+            encoder_attention_mask, self_attention_cache, self_attention_cache_update_index, cross_attention_cache,
+            cross_attention_cache_update_index, use_causal_mask, training,
+        )  # fmt: skip
 
     def get_config(self) -> dict[str, Any]:
         return {
