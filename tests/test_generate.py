@@ -3,8 +3,7 @@ CLI's text, speed line and one-line errors."""
 
 import json
 import shutil
-import subprocess
-import sys
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from convatt.sequence.generation import CausalSteps, Sampling, generate
 from convatt.sequence.model import build_causal_model
 from tests.test_sequence_tasks import LINES, tiny_run
 
-N_SYMBOLS, MAX_LEN = 12, 24
+N_SYMBOLS, MAX_LEN = 12, 16
 
 
 @pytest.mark.parametrize("variant", CHARLM_VARIANTS)
@@ -44,11 +43,27 @@ def charlm_run(tmp_path_factory):
     return out
 
 
-def convatt(*args):
-    return subprocess.run([sys.executable, "-m", "convatt", *map(str, args)], capture_output=True, text=True)
+@dataclass(frozen=True)
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def test_the_cli_writes_the_prompt_and_its_continuation_the_same_with_and_without_the_cache(charlm_run):
+@pytest.fixture
+def convatt(capsys):
+    """`convatt ARGS` in this process (fast): its exit code and output."""
+    from convatt.cli import main
+
+    def run(*args) -> Done:
+        code = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return Done(code, captured.out, captured.err)
+
+    return run
+
+
+def test_the_cli_writes_the_prompt_and_its_continuation_the_same_with_and_without_the_cache(charlm_run, convatt):
     cached = convatt("generate", charlm_run, "--prompt", "The ", "--length", 12, "--greedy")
     whole = convatt("generate", charlm_run, "--prompt", "The ", "--length", 12, "--greedy", "--no-cache")
     assert cached.returncode == 0, cached.stderr
@@ -75,7 +90,7 @@ def _tagger_clone(run, tmp_path):
         (["--prompt", "The", "--tagger"], "is a tagger, not a causal model"),
     ],
 )
-def test_bad_requests_are_one_line_and_exit_2(charlm_run, tmp_path, args, message):
+def test_bad_requests_are_one_line_and_exit_2(charlm_run, convatt, tmp_path, args, message):
     run = charlm_run
     if "--tagger" in args:
         run, args = _tagger_clone(charlm_run, tmp_path), args[:-1]
