@@ -77,14 +77,33 @@ def choose(logits: np.ndarray, sampling: Sampling, rng: np.random.Generator) -> 
     return int(rng.choice(len(scaled), p=probabilities / probabilities.sum())) + FIRST_SYMBOL
 
 
+def compiled(function: Callable) -> Callable:
+    """`function` traced once per input shape: a TensorFlow graph or a JAX program (inference:
+    the weights are read as constants); as it is under other backends."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, reduce_retracing=True)
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.jit(function)
+    return function
+
+
 class CausalSteps:
-    """A trained causal model (`convatt.sequence.model.build_causal_model`), run a step at a time."""
+    """A trained causal model (`convatt.sequence.model.build_causal_model`), run a step at a time:
+    on the whole prefix (the reference) or with each attention layer's cache, both compiled."""
 
     def __init__(self, model):
         self.model = model
         self.max_len = int(model.input_shape[1])
         self.num_layers = sum(1 for layer in model.layers if layer.name.startswith("attention_"))
-        self.caches: list = []
+        self.caches: tuple = ()
+        self._whole = compiled(lambda tokens: model(tokens, training=False))
+        self._step = compiled(self._cached_forward)
 
     def whole_prefix_logits(self, ids: list[int]) -> np.ndarray:
         """The next symbol's logits from a run of the whole model on `ids` (padded: it is causal)."""
@@ -92,27 +111,38 @@ class CausalSteps:
 
         tokens = np.zeros((1, self.max_len), "int32")
         tokens[0, : len(ids)] = ids
-        return keras.ops.convert_to_numpy(self.model(tokens, training=False))[0, len(ids) - 1]
+        return keras.ops.convert_to_numpy(self._whole(tokens))[0, len(ids) - 1]
 
     def cached_logits(self, new_ids: list[int], index: int) -> np.ndarray:
-        """The logits after `new_ids` placed at `index`, a cached call per attention layer."""
+        """The logits after `new_ids` placed at `index`; at 0 (the prompt) the caches start empty."""
         from keras import ops
 
-        get = self.model.get_layer
-        if index == 0:
-            self.caches = [get(f"attention_{i + 1}").empty_cache(1, self.max_len) for i in range(self.num_layers)]
-        x = get("embedding")(np.asarray([new_ids], "int32"))
+        tokens = np.asarray([new_ids], "int32")
+        if index == 0:  # the prompt, at a known start (no earlier rows): run as it is
+            empty = tuple(self.model.get_layer(f"attention_{i + 1}").empty_cache(1, self.max_len)
+                          for i in range(self.num_layers))  # fmt: skip
+            logits, self.caches = self._cached_forward(tokens, empty, 0)
+        else:
+            logits, self.caches = self._step(tokens, self.caches, np.asarray(index, "int32"))
+        return ops.convert_to_numpy(logits)[0, -1]
+
+    def _cached_forward(self, tokens, caches, index):
+        """(logits `(1, t, symbols)`, caches) of `tokens` at `index`: the model's layers, cached."""
+        from keras import ops
+
+        get, caches = self.model.get_layer, list(caches)
+        x = get("embedding")(tokens)
         if any(layer.name == "positions" for layer in self.model.layers):
-            x = x + ops.expand_dims(get("positions").embeddings[index : index + len(new_ids)], 0)
+            rows = ops.cast(index, "int32") + ops.arange(ops.shape(tokens)[1], dtype="int32")
+            x = x + ops.expand_dims(ops.take(get("positions").embeddings, rows, axis=0), 0)
         for i in range(self.num_layers):
             h = get(f"ln_attention_{i + 1}")(x)
-            cache = self.caches[i]
-            h, self.caches[i] = get(f"attention_{i + 1}")(
-                h, h, cache=cache, cache_update_index=index, use_causal_mask=True
+            h, caches[i] = get(f"attention_{i + 1}")(
+                h, h, cache=caches[i], cache_update_index=index, use_causal_mask=True
             )
             x = x + h
             x = x + get(f"ff_out_{i + 1}")(get(f"ff_in_{i + 1}")(get(f"ln_ff_{i + 1}")(x)))
-        return ops.convert_to_numpy(get("logits")(get("ln_final")(x)))[0, -1]
+        return get("logits")(get("ln_final")(x)), tuple(caches)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ For each variant (plain attention and each convolution, at the char LM's scale) 
 `L`, a causal model of `L` positions (random weights) decodes `--steps` symbols at the end of
 an `L`-symbol sequence twice: a cached step each (its caches filled with the first symbols in
 one call) and a run of the whole prefix each (the reference). It prints both rates and their
-ratio; both run eagerly, op by op, as `convatt generate` does.
+ratio; both compiled (a TensorFlow graph, a JAX program), as `convatt generate` runs them.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def measure(variant: str, length: int, steps: int) -> DecodingSpeed:
     model = _steps(variant, length)
     first = length - steps
     model.cached_logits(ids[:first], 0)  # the caches hold the first symbols
-    cached = _rate(lambda step: model.cached_logits([ids[first + step]], first + step), steps, warmup=0)
+    cached = _rate(lambda step: model.cached_logits([ids[first + step]], first + step), steps)
     whole = _rate(lambda step: model.whole_prefix_logits(ids[: first + step + 1]), steps)
     return DecodingSpeed(variant, length, cached, whole)
 
