@@ -6,6 +6,8 @@ every earlier output as it was (and change the later ones, so the test can fail)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import keras
 import layer_references as ref
 import numpy as np
@@ -15,6 +17,7 @@ from layer_harness import randomize, run_layer_test, to_numpy
 from convatt.layers import AttentionConv1D, AttentionConv2D, MultiHeadAttention, SelfAttention
 
 B, T, D, H, K = 2, 12, 8, 2, 4
+DATA = Path(__file__).parent / "data"
 LATER = 7  # the token changed by the leak tests
 
 ALONE = {
@@ -62,7 +65,17 @@ def built(options, seed=0, length=T, **kwargs):
     layer = MultiHeadAttention(H, K, **options, **kwargs)
     layer(inputs(length=length), inputs(length=length))
     randomize(layer, seed)
+    switch_convolutions_on(layer)
     return layer
+
+
+def switch_convolutions_on(model_or_layer):
+    """A random negative bias can make a ReLU'd convolution 0 everywhere (then no test can fail):
+    the convolutions' biases 0."""
+    layers = model_or_layer._flatten_layers() if hasattr(model_or_layer, "_flatten_layers") else [model_or_layer]
+    for layer in layers:
+        if isinstance(layer, (AttentionConv1D, AttentionConv2D)):
+            layer.bias.assign(np.zeros(layer.bias.shape, "float32"))
 
 
 def changed_at(x, position):
@@ -138,6 +151,7 @@ def test_keras_masks_of_the_inputs_are_honoured():
     _, scores = MultiHeadAttention(H, K, attention_conv="2d", alibi=True)(x, x, return_attention_scores=True)
     model = keras.Model(tokens, scores)
     randomize(model, 6)
+    switch_convolutions_on(model)
     scores = keras.ops.convert_to_numpy(model(ids))
     assert np.all(scores[0, :, :, 4:] == 0) and np.all(scores[1, :, :, 3:] == 0)
     assert np.abs(scores[0, :, :4, :4]).max() > 0
@@ -332,3 +346,100 @@ def test_max_len_binds_only_the_per_position_weights():
     assert tuple(drop_in(inputs(length=32), inputs(length=32)).shape) == (B, 32, D)
     with pytest.raises(ValueError, match="max_len=16"):
         SelfAttention(H, K, max_len=16, position_interaction=True)(inputs(length=32))
+
+
+def test_keras_weights_come_first_in_keras_order_and_positional_arguments_keep_their_places():
+    x = inputs(1)
+    theirs = keras.layers.MultiHeadAttention(H, K, None, 0.25)
+    ours = MultiHeadAttention(H, K, None, 0.25, **EVERY["P+R+Temp+Conv2d"])
+    theirs(x, x), ours(x, x)
+    assert ours.dropout == 0.25 and ours.get_config()["dropout"] == 0.25
+    keras_paths = [w.path.split("/", 1)[1] for w in theirs.weights]
+    assert [w.path.split("/", 1)[1] for w in ours.weights][: len(keras_paths)] == keras_paths
+    assert [id(w) for w in ours.trainable_variables] == [id(w) for w in ours.trainable_weights]
+    randomize(theirs, 2)
+    ours.set_weights(theirs.get_weights() + ours.get_weights()[len(keras_paths) :])
+    for got, want in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_array_equal(got, want)
+
+
+BAD_OPTIONS = {
+    "conv_kernel_size": [dict(attention_conv="2d", conv_kernel_size=2.7), dict(conv_kernel_size=5)],
+    "max_len": [dict(max_len=0), dict(max_len=-5), dict(max_len=2.5)],
+    "relative_position_representation": [dict(relative_position_representation=True)],
+    "alibi": [dict(alibi="yes")],
+    "temperature": [dict(temperature=1)],
+    "attention_conv": [dict(attention_conv="3d")],
+    "relative_bias_parameterization": [dict(relative_bias_parameterization="fft")],
+    "conv_causal": [dict(conv_causal=True)],
+    "weight_order": [dict(weight_order="mine")],
+}
+
+
+@pytest.mark.parametrize("option, options", [(o, v) for o, vs in BAD_OPTIONS.items() for v in vs])
+def test_a_wrong_option_is_refused_at_construction_naming_it(option, options):
+    with pytest.raises(ValueError, match=option):
+        MultiHeadAttention(H, K, **options)
+
+
+@pytest.mark.parametrize("name", ["multi_head_attention", "keras_hub_blocks"])
+def test_a_model_saved_by_convatt_0_1_0_loads(name):
+    """Saved (compiled, after a step of Adam) by the code of 0.1.0, whose weights listed the
+    modifications first: the weights, the outputs and the optimizer's state (its variables
+    in that order: a shape that differs fails the load) load."""
+    if name == "keras_hub_blocks":
+        pytest.importorskip("keras_hub")
+        import convatt.layers.keras_hub  # noqa: F401 (registers the blocks)
+    data = dict(np.load(DATA / f"{name}_0.1.0.npz"))
+    model = keras.models.load_model(DATA / f"{name}_0.1.0.keras")
+    outputs = data.pop("outputs")
+    inputs = data["ids"] if "ids" in data else [data["source"], data["target"]]
+    np.testing.assert_allclose(model.predict(inputs, verbose=0), outputs, atol=1e-5)
+    assert keras.ops.convert_to_numpy(model.optimizer.iterations) > 0
+
+
+def test_a_plain_causal_call_takes_keras_fused_causal_path(monkeypatch):
+    """No modification, `use_causal_mask=True` and no other mask: the backend's attention with
+    `is_causal=True` and no mask tensor, as in Keras' own layer."""
+    from keras.src.layers.attention import multi_head_attention as keras_module
+
+    calls = []
+    original = keras_module.ops.dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append((kwargs.get("is_causal"), kwargs.get("mask")))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(keras_module.ops, "dot_product_attention", spy)
+    x = inputs(1)
+    for layer in (keras.layers.MultiHeadAttention(H, K), MultiHeadAttention(H, K)):
+        layer(x, x, use_causal_mask=True)
+    assert calls == [(True, None), (True, None)]
+    MultiHeadAttention(H, K)(x, x, use_causal_mask=True, attention_mask=np.ones((B, T, T), bool))
+    assert calls[-1][0] is False and calls[-1][1] is not None
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the compiled step's memory analysis is JAX's")
+def test_a_plain_causal_call_takes_as_much_memory_as_keras_layer():
+    from convatt.speed.attention import _layer_step
+
+    x = keras.ops.convert_to_tensor(inputs(1, length=64))
+    theirs = _layer_step(keras.layers.MultiHeadAttention(H, K), x, causal=True)
+    ours = _layer_step(MultiHeadAttention(H, K), x, causal=True)
+    assert ours.temp_bytes == theirs.temp_bytes and ours.total_bytes == theirs.total_bytes
+
+
+@pytest.mark.parametrize("options", [ALONE["R-circulant"], ALONE["P"], ALONE["Conv"]], ids=str)
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_an_input_longer_than_max_len_fails_inside_predict_naming_max_len(options, jit_compile):
+    """After calls of other lengths the compiled step is traced for any length (TensorFlow's
+    relaxed shapes): the check runs in the graph, and under XLA as a compile error."""
+    x = keras.Input((None, D))
+    model = keras.Model(x, MultiHeadAttention(H, K, **options)(x, x))
+    model.compile(jit_compile=jit_compile)
+    for length in (4, 5):
+        model.predict(inputs(length=length), verbose=0)
+    with pytest.raises(Exception, match=f"max_len[=_]{T}") as error:
+        model.predict(inputs(length=T + 3), verbose=0)
+    if keras.backend.backend() == "jax" or not jit_compile:
+        assert str(T + 3) in str(error.value)  # the length too (XLA's message has the excess: -3)

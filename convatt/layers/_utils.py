@@ -128,3 +128,69 @@ def query_tap_offsets(kernel_size: int, causal: bool) -> list[int]:
     after), or all on past rows `-(k - 1) .. 0` when `causal`."""
     first = -(kernel_size - 1) if causal else -((kernel_size - 1) // 2)
     return [first + tap for tap in range(kernel_size)]
+
+
+def check_attention_mask_rank(layer: str, attention_mask) -> None:
+    """Keras' `MultiHeadAttention` takes an `attention_mask` of rank 3 `(batch, query, key)` or 4
+    `(batch, heads, query, key)`; it fails on a rank-2 one (or, where the batch size equals the
+    query length, applies example b's mask to query b). A ValueError that says what to pass."""
+    if attention_mask is None or len(attention_mask.shape) in (3, 4):
+        return
+    raise ValueError(
+        f"{layer}: attention_mask must be (batch, query_len, key_len) or (batch, num_heads, query_len, "
+        f"key_len), as for keras.layers.MultiHeadAttention; received shape {tuple(attention_mask.shape)}. "
+        "For a key mask (batch, key_len) pass value_mask=..., or attention_mask=mask[:, None, :]."
+    )
+
+
+def with_query_mask(attention_mask, query_mask):
+    """`attention_mask` (None, rank 3 or 4) and-ed with a query mask `(batch, query_len)` on its rows."""
+    rows = keras.ops.cast(query_mask, "bool")[:, :, None]
+    if attention_mask is None:
+        return rows
+    attention_mask = keras.ops.cast(attention_mask, "bool")
+    if len(attention_mask.shape) == 4:
+        rows = rows[:, None]
+    return keras.ops.logical_and(attention_mask, rows)
+
+
+def keep_mask(attention_mask):
+    """A rank-3 `(b, q, k)` or rank-4 `(b, h, q, k)` attention mask as boolean rank 4 (`(b, 1, q, k)`)."""
+    keep = keras.ops.cast(attention_mask, "bool")
+    return keep if len(keep.shape) == 4 else keras.ops.expand_dims(keep, 1)
+
+
+def mask_padded_queries(mask):
+    """Self-attention's mask `(b, q, k)` or `(b, h, q, k)` (q = k, the same positions) with the rows
+    of padded keys masked too: a key masked for every query (in every head) is padding, and
+    so is that position's query."""
+    mask = keras.ops.cast(mask, "bool")
+    over_queries = (1,) if len(mask.shape) == 3 else (1, 2)
+    keys_real = keras.ops.any(mask, axis=over_queries)  # (b, k)
+    rows = keys_real[:, :, None] if len(mask.shape) == 3 else keys_real[:, None, :, None]
+    return keras.ops.logical_and(mask, rows)
+
+
+def require_length(x, axis: int, max_len: int, message: str):
+    """`x`, checked to be at most `max_len` long along `axis`: a ValueError with `message` where
+    the length is known when tracing (eager, JAX, a static shape); else (TensorFlow graphs
+    of unknown length) a run-time check, and under XLA, which drops assertions, a
+    compile-time error in an op named for `max_len` (no position table is read past it)."""
+    length = x.shape[axis]
+    if length is not None:
+        if length > max_len:
+            raise ValueError(message.replace("{length}", str(length)))
+        return x
+    if keras.backend.backend() != "tensorflow":  # JAX and PyTorch trace static shapes
+        return x
+    return _tensorflow_length_check(x, axis, max_len, message)
+
+
+def _tensorflow_length_check(x, axis: int, max_len: int, message: str):
+    import tensorflow as tf  # the only backend whose graphs have lengths unknown when traced
+
+    length = tf.shape(x)[axis]
+    check = tf.debugging.assert_less_equal(length, max_len, message=message.replace("{length}", "x, below"))
+    with tf.control_dependencies([check]), tf.name_scope(f"input_longer_than_max_len_{max_len}"):
+        room = tf.zeros(tf.stack([max_len - length]), x.dtype)  # a negative size: XLA refuses to compile
+    return x + tf.reduce_sum(room)

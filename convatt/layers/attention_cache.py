@@ -121,7 +121,8 @@ def cached_call(
     mask = _new_rows_mask(query_proj, key_proj, start, attention_mask, use_causal_mask)
     if layer._modified:
         output, attention = _modified_attention(layer, query_proj, cache, start, mask, training)
-    else:
+    else:  # Keras' attention on the mask given here (never its fused causal kernel: the cache is longer)
+        layer._causal_call = False
         output, attention = layer._compute_attention(
             query_proj, key_proj, value_proj, mask, training, return_attention_scores
         )

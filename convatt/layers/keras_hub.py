@@ -23,6 +23,10 @@ except ImportError as error:  # the optional extra
 from convatt.layers import attention_cache
 from convatt.layers.multi_head_attention import MultiHeadAttention
 
+OLD_WEIGHT_ORDER = {"attention_weight_order": "modifications_first"}
+"""What a block saved before its attention listed Keras' weights first gets (its file's
+optimizer state is in that order); see `MultiHeadAttention`'s `weight_order`."""
+
 
 @keras.saving.register_keras_serializable(package="convatt")
 class CacheFreeMultiHeadAttention(MultiHeadAttention):
@@ -59,6 +63,7 @@ def _replace_attention(block, attribute: str, shape, value_shape, options: dict[
         bias_initializer=theirs._bias_initializer,
         dtype=block.dtype_policy,
         name=theirs.name,
+        weight_order=getattr(block, "attention_weight_order", "keras"),
         **options,
     )
     ours.build(shape, value_shape)
@@ -72,6 +77,8 @@ class TransformerEncoder(keras_hub.layers.TransformerEncoder):
     Args:
         attention_options: dict. The modification options of
             `convatt.layers.MultiHeadAttention` (e.g. `{"attention_conv": "2d"}`).
+        attention_weight_order: the attention's `weight_order`: `"keras"` (Keras' weights
+            first); blocks saved by convatt 0.1.0 load with `"modifications_first"`.
         *args, **kwargs: as `keras_hub.layers.TransformerEncoder`.
 
     Example:
@@ -87,16 +94,28 @@ class TransformerEncoder(keras_hub.layers.TransformerEncoder):
      - [Dufter, Schmitt & Schütze, 2020](https://aclanthology.org/2020.coling-main.324/)
     """
 
-    def __init__(self, *args, attention_options: dict[str, Any] | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        attention_options: dict[str, Any] | None = None,
+        attention_weight_order: str = "keras",
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.attention_options = dict(attention_options or {})
+        self.attention_weight_order = attention_weight_order
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]):
+        return super().from_config({**OLD_WEIGHT_ORDER, **config})
 
     def build(self, inputs_shape):
         super().build(inputs_shape)
         _replace_attention(self, "_self_attention_layer", inputs_shape, inputs_shape, self.attention_options)
 
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "attention_options": self.attention_options}
+        config = {**super().get_config(), "attention_options": self.attention_options}
+        return {**config, "attention_weight_order": self.attention_weight_order}
 
 
 @keras.saving.register_keras_serializable(package="convatt")
@@ -119,6 +138,7 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         attention_options: dict. Modification options of `convatt.layers.MultiHeadAttention`
             for the self-attention.
         cross_attention_options: dict or None. Those of the cross-attention; None: none.
+        attention_weight_order: as `TransformerEncoder`'s.
         *args, **kwargs: as `keras_hub.layers.TransformerDecoder`.
 
     Example:
@@ -140,10 +160,12 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         *args,
         attention_options: dict[str, Any] | None = None,
         cross_attention_options: dict[str, Any] | None = None,
+        attention_weight_order: str = "keras",
         **kwargs,
     ):
         shapes = [kwargs.pop(name, None) for name in ("decoder_sequence_shape", "encoder_sequence_shape")]
         super().__init__(*args, **kwargs)  # (unbuilt: KerasHub builds here when given the shapes)
+        self.attention_weight_order = attention_weight_order
         self.attention_options = dict(attention_options or {})
         self.cross_attention_options = None if cross_attention_options is None else dict(cross_attention_options)
         if shapes[0]:  # a saved decoder: built now, as KerasHub's, before its weights load
@@ -197,4 +219,9 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
             **super().get_config(),
             "attention_options": self.attention_options,
             "cross_attention_options": self.cross_attention_options,
+            "attention_weight_order": self.attention_weight_order,
         }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]):
+        return super().from_config({**OLD_WEIGHT_ORDER, **config})

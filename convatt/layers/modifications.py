@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import keras
+import numpy as np
 from keras import ops
 
-from convatt.layers._utils import large_negative
+from convatt.layers._utils import large_negative, require_length
 from convatt.layers.alibi_bias import AlibiBias
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D, kernel_pair
@@ -86,19 +87,54 @@ def attention_context(query, keep, causal: bool) -> AttentionContext:
     return AttentionContext(query, keep, False, ops.cast(sees_later, "float32"))
 
 
-def _optional_int(value) -> int | None:
-    return None if value is None else int(value)
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def _same(value):
-    return value
+def check_flag(name: str, value) -> bool:
+    """A switch: True or False (a NumPy bool too), nothing else."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} takes True or False; received {value!r}.")
+    return bool(value)
 
 
-def _kernel_size(value) -> int | tuple[int, int]:
-    """An int, or a pair `(query_taps, key_taps)` (for `attention_conv="2d"`), kept as given."""
-    if isinstance(value, (list, tuple)):
-        return kernel_pair(value)
+def _optional_count(name: str, value) -> int | None:
+    """None or an int >= 0 (a clipping distance); not a bool, not a float."""
+    if value is None:
+        return None
+    if not _is_int(value) or value < 0:
+        raise ValueError(f"{name} takes None or an int >= 0 (the clipping distance k); received {value!r}.")
     return int(value)
+
+
+def _one_of(*allowed):
+    def check(name: str, value):
+        if not any(value == option and type(value) is type(option) for option in allowed):
+            raise ValueError(f"{name} takes one of {', '.join(map(repr, allowed))}; received {value!r}.")
+        return value
+
+    return check
+
+
+def _kernel_size(name: str, value) -> int | tuple[int, int]:
+    """An int >= 1, or a pair `(query_taps, key_taps)` of them (for `attention_conv="2d"`)."""
+    pair = isinstance(value, (list, tuple))
+    taps = tuple(value) if pair else (value,)
+    if len(taps) != (2 if pair else 1) or not all(_is_int(tap) and tap >= 1 for tap in taps):
+        raise ValueError(
+            f'{name} takes an int >= 1, or for attention_conv="2d" a pair (query_taps, key_taps) of them; '
+            f"received {value!r}."
+        )
+    return kernel_pair(taps) if pair else int(value)
+
+
+def check_max_len(max_len) -> int | None:
+    """`max_len` as an int, or None; a ValueError naming it for anything else."""
+    if max_len is None:
+        return None
+    if not _is_int(max_len) or max_len < 1:
+        raise ValueError(f"max_len takes None or an int >= 1 (the longest query / key); received {max_len!r}.")
+    return int(max_len)
 
 
 @dataclass(frozen=True)
@@ -110,8 +146,9 @@ class Modification:
         attr: the layer attribute holding the sublayer (its path in `.keras` files:
             never rename it, or saved models stop loading).
         flag: the constructor option that turns it on (truthy, or not None for an int option).
-        options: the constructor options it adds, with their defaults and converters
-            (`flag` among them); they are attributes of the layer and part of its config.
+        options: the constructor options it adds, with their defaults and checks
+            (`(name, value) -> value`, a ValueError naming the option for a value it does
+            not take; `flag` among them); they are attributes of the layer and part of its config.
         make: `(layer, name, dtype_policy) -> sublayer`.
         stage: one of `STAGES`, or `layer -> stage` when an option moves it.
         apply: `(layer, sublayer, tensor, context) -> tensor`, float32 in and out.
@@ -198,7 +235,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
         "position_interaction",
         "_position_interaction",
         "position_interaction",
-        {"position_interaction": (False, bool)},
+        {"position_interaction": (False, check_flag)},
         lambda layer, name, policy: PositionInteraction(layer.max_len, layer.num_heads, name=name, dtype=policy),
         "scores",
         _add,
@@ -208,7 +245,10 @@ MODIFICATIONS: tuple[Modification, ...] = (
         "relative_bias",
         "_relative_bias",
         "relative_bias",
-        {"relative_bias": (False, bool), "relative_bias_parameterization": ("lookup", _same)},
+        {
+            "relative_bias": (False, check_flag),
+            "relative_bias_parameterization": ("lookup", _one_of("lookup", "circulant")),
+        },
         lambda layer, name, policy: RelativeBias(
             layer.max_len,
             layer.num_heads,
@@ -224,7 +264,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
         "relative_position_representation",
         "_relative_position",
         "relative_position_representation",
-        {"relative_position_representation": (None, _optional_int)},
+        {"relative_position_representation": (None, _optional_count)},
         _make_relative_position,
         "scores",  # and its value term (`value_term`), added to the attention's output
         _add_with_query,
@@ -234,7 +274,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
         "alibi",
         "_alibi",
         "alibi",
-        {"alibi": (False, bool)},
+        {"alibi": (False, check_flag)},
         lambda layer, name, policy: AlibiBias(layer.num_heads, name=name, dtype=policy),
         "scores",
         _add,
@@ -244,10 +284,10 @@ MODIFICATIONS: tuple[Modification, ...] = (
         "_conv",
         "attention_conv",
         {
-            "attention_conv": (None, _same),
+            "attention_conv": (None, _one_of(*CONVS)),
             "conv_kernel_size": (3, _kernel_size),
-            "conv_before_softmax": (False, bool),
-            "conv_causal": (False, bool),
+            "conv_before_softmax": (False, check_flag),
+            "conv_causal": (False, check_flag),
         },
         _make_conv,
         lambda layer: "logits" if layer.conv_before_softmax else "attention",
@@ -258,7 +298,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
         "talking_heads_logits",
         "_talking_logits",
         "talking_heads",
-        {"talking_heads": (False, bool)},
+        {"talking_heads": (False, check_flag)},
         lambda layer, name, policy: TalkingHeadsProjection(layer.num_heads, name=name, dtype=policy),
         "logits",
         _mix_heads,
@@ -278,16 +318,20 @@ MODIFICATIONS: tuple[Modification, ...] = (
 MODIFICATION_OPTIONS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     option: spec for row in MODIFICATIONS for option, spec in row.options.items()
 }
-"""Every modification's constructor options: name -> (default, converter)."""
+"""Every modification's constructor options: name -> (default, check)."""
 
 
 def check_conv_options(attention_conv, conv_kernel_size, conv_before_softmax, conv_causal) -> None:
-    """The convolution options a layer cannot build, as ValueErrors that say why."""
+    """The convolution options a layer cannot build, or would ignore, as ValueErrors that say why."""
     if attention_conv not in CONVS:
-        raise ValueError(f"attention_conv must be one of {CONVS}; received {attention_conv!r}.")
-    if attention_conv is None and (conv_before_softmax or conv_causal):
-        option = "conv_before_softmax" if conv_before_softmax else "conv_causal"
-        raise ValueError(f"{option}=True needs an attention_conv ('1d' or '2d').")
+        raise ValueError(f"attention_conv takes one of {CONVS}; received {attention_conv!r}.")
+    default_size = MODIFICATION_OPTIONS["conv_kernel_size"][0]
+    given = {"conv_before_softmax": conv_before_softmax, "conv_causal": conv_causal}
+    given["conv_kernel_size"] = conv_kernel_size != default_size
+    for option, is_given in given.items():
+        if attention_conv is None and is_given:
+            value = conv_kernel_size if option == "conv_kernel_size" else True
+            raise ValueError(f"{option}={value!r} needs an attention_conv ('1d' or '2d'); without one it does nothing.")
     if attention_conv == "1d" and not isinstance(conv_kernel_size, int):
         raise ValueError(
             f'attention_conv="1d" takes an int conv_kernel_size (its taps are along the queries); '
@@ -305,9 +349,10 @@ class ModifiedAttention:
     """
 
     def _init_modifications(self, options: dict[str, Any]) -> None:
-        """Set the modification options (converted) as attributes, check them, make the sublayers."""
-        for name, (default, convert) in MODIFICATION_OPTIONS.items():
-            setattr(self, name, convert(options.get(name, default)))
+        """Set the modification options (checked) as attributes, check them together, make the sublayers."""
+        for name, (default, check) in MODIFICATION_OPTIONS.items():
+            setattr(self, name, check(name, options.get(name, default)))
+        check_max_len(self.max_len)
         check_conv_options(self.attention_conv, self.conv_kernel_size, self.conv_before_softmax, self.conv_causal)
         needs_len = self.per_position_modifications()
         if needs_len and self.max_len is None:
@@ -336,15 +381,27 @@ class ModifiedAttention:
         `alibi`, `attention_conv`, `talking_heads_logits`, `talking_heads_weights`."""
         return {row.name: sublayer for row, sublayer in self._active()}
 
+    def _length_message(self, name: str, needs_len: list[str]) -> str:
+        return (
+            f"{self.name} was built with max_len={self.max_len} for {', '.join(needs_len)} "
+            f"(weights per position); received a {name} length of {{length}}."
+        )
+
     def _check_length(self, query_len, key_len) -> None:
         """A clear error for a sequence longer than `max_len` where weights are per position."""
         needs_len = self.per_position_modifications()
         for name, size in (("query", query_len), ("key", key_len)):
             if needs_len and size is not None and size > self.max_len:
-                raise ValueError(
-                    f"{self.name} was built with max_len={self.max_len} for {', '.join(needs_len)} "
-                    f"(weights per position); received a {name} length of {size}."
-                )
+                raise ValueError(self._length_message(name, needs_len).replace("{length}", str(size)))
+
+    def _checked_lengths(self, query, key):
+        """`query`, `key` `(b, t, h, d)`, checked to be at most `max_len` long where weights are per
+        position: at trace time where the length is known, else in the graph (`require_length`)."""
+        needs_len = self.per_position_modifications()
+        if not needs_len:
+            return query, key
+        query = require_length(query, 1, self.max_len, self._length_message("query", needs_len))
+        return query, require_length(key, 1, self.max_len, self._length_message("key", needs_len))
 
     def _build_modifications(self, scores_shape, query_shape) -> None:
         self._check_length(scores_shape[2], scores_shape[3])
@@ -367,7 +424,7 @@ class ModifiedAttention:
         the scores (ALiBi, the masks' large negative scores), and the softmax
         and the convolution's sums would lose digits in 8 (bfloat16) or 11
         (float16) bits."""
-        self._check_length(query.shape[1], key.shape[1])
+        query, key = self._checked_lengths(query, key)
         scale = 1.0 / math.sqrt(self.modification_dims[0])
         scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32") * scale
         scores = self._apply("scores", scores, context)

@@ -8,7 +8,19 @@ import keras
 from keras import ops
 
 from convatt.layers import attention_cache
-from convatt.layers.modifications import MODIFICATION_OPTIONS, ModifiedAttention, attention_context
+from convatt.layers._utils import check_attention_mask_rank, keep_mask, mask_padded_queries, with_query_mask
+from convatt.layers.modifications import (
+    MODIFICATION_OPTIONS,
+    ModifiedAttention,
+    attention_context,
+    check_flag,
+    check_max_len,
+)
+
+WEIGHT_ORDERS = ("keras", "modifications_first")
+"""`weight_order`: Keras' weights first (the default), or the modifications' first (how
+convatt 0.1.0 listed them; the layers of .keras files saved then load so, with their
+optimizer state)."""
 
 
 @keras.saving.register_keras_serializable(package="convatt")
@@ -47,50 +59,53 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     is not, set `conv_causal=True`. Without a causal mask (the paper's
     bidirectional setting) the computation is exactly the paper's.
 
+    Masks and padding: every mask Keras' layer takes, as Keras takes it (a rank-2
+    `attention_mask` is refused, as Keras' layer fails on it), plus an explicit
+    `query_mask` (Keras 3.15's layer reads only the query's Keras mask). With a
+    modification on, padding never reaches a real position's output: pads are zero
+    rows and columns of what the convolutions read. A padded key is one masked for
+    every query (and head); in self-attention (`query is value`) its own query row is
+    a pad too. In cross-attention, padded queries are known only from `query_mask`,
+    the query's Keras mask or fully masked rows of `attention_mask`. A padded query
+    row gets no attention (its output is the output projection's bias). See
+    docs/layers.md, "Masks and padding".
+
     Lengths: only `position_interaction`, `relative_bias` and
     `attention_conv="1d"` have weights per position; they need `max_len` and
-    take no longer query or key. Every other modification takes any length,
-    and the layer can be built with unknown lengths.
+    take no longer query or key (a ValueError naming `max_len` and the length, also
+    inside `predict` / `fit`; a TensorFlow graph traced for any length checks it when
+    it runs). Every other modification takes any length, and the layer can be built
+    with unknown lengths.
 
     Dtype policies: sublayers get this layer's policy; the scores, from
     `Q K^T` on, are float32 up to and including the softmax and the
     convolution when a modification is on (the attention is cast to the compute
     dtype when it meets the values), as in `SelfAttention`.
 
+    Weights: Keras' own, in Keras' order (query, key, value, output), then the
+    modifications' (temperature, then `MODIFICATIONS`' order), so the weights of a
+    `keras.layers.MultiHeadAttention` set those of this layer
+    (`convatt.layers.conversion` turns a trained Keras model into one with convoluted
+    attention that computes the same outputs).
+
     Args:
         num_heads, key_dim, value_dim, dropout, use_bias, output_shape,
             attention_axes, kernel_initializer, bias_initializer, ...: as
-            `keras.layers.MultiHeadAttention`. With a modification on, the
-            inputs must be `(batch, length, features)` (one attention axis)
-            and `flash_attention` must be off.
-        max_len: int or None. Longest query / key length, for the
+            `keras.layers.MultiHeadAttention`, in Keras' positions. With a
+            modification on, the inputs must be `(batch, length, features)` (one
+            attention axis) and `flash_attention` must be off.
+        The modification options are keyword-only; a value an option does not
+        take is a ValueError naming it:
+        max_len: int >= 1 or None. Longest query / key length, for the
             modifications with weights per position only.
-        position_interaction: bool. Add learnable `A^p` (SAN+P). Needs `max_len`.
-        relative_bias: bool. Add learnable relative biases `A^r` (SAN+R). Needs
-            `max_len`.
-        relative_bias_parameterization: `"lookup"` (the paper's text) or
-            `"circulant"` (the paper's code); see `RelativeBias`.
-        temperature: bool. Learnable scalar per head for its queries, keys and
-            values (+Temp).
-        relative_position_representation: int or None. Shaw et al.'s relative
-            position representations with this clipping distance.
-        alibi: bool. Add symmetric ALiBi biases (Press et al.).
-        attention_conv: None, `"1d"` (+Conv; needs `max_len`) or `"2d"` (+Conv2d).
-        conv_kernel_size: int, or for `"2d"` a pair `(query_taps, key_taps)`,
-            e.g. `(2, 9)`: Multi-Token Attention's key-query kernel. Defaults to 3.
-        conv_before_softmax: bool. Convolve the scores before the softmax (no
-            activation), instead of the weights after it (the paper).
-        conv_causal: bool. Put the convolutions' query taps on past rows in
-            every call, not only under `use_causal_mask`.
-        talking_heads: bool. Talking-heads attention (Shazeer et al. 2020).
-        **kwargs: the other arguments of `keras.layers.MultiHeadAttention`.
-
     Call arguments:
         query: `(batch_size, query_len, query_dim)`.
         value: `(batch_size, key_len, value_dim_in)`.
         key: optional `(batch_size, key_len, key_dim_in)`; `value` if None.
-        attention_mask: optional boolean `(batch_size, query_len, key_len)`;
-            True = attend.
+        query_mask, value_mask, key_mask: optional boolean `(batch_size, len)`;
+            True = a real token (the inputs' Keras masks fill them in).
+        attention_mask: optional boolean `(batch_size, query_len, key_len)` or
+            `(batch_size, num_heads, query_len, key_len)`; True = attend.
         return_attention_scores: bool. Also return the attention matrix
             (after the convolution, before dropout).
         training: bool. Dropout on the attention in training.
@@ -125,18 +140,21 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
 
     def __init__(
         self,
-        num_heads: int,
-        key_dim: int,
-        value_dim: int | None = None,
+        *args,
         max_len: int | None = None,
         temperature: bool = False,
+        weight_order: str = "keras",
         **kwargs,
     ):
         options = {name: kwargs.pop(name) for name in MODIFICATION_OPTIONS if name in kwargs}
-        super().__init__(num_heads, key_dim, value_dim=value_dim, **kwargs)
-        self.max_len = None if max_len is None else int(max_len)
-        self.temperature = bool(temperature)
+        super().__init__(*args, **kwargs)  # Keras' arguments, in Keras' places
+        self.max_len = check_max_len(max_len)
+        if weight_order not in WEIGHT_ORDERS:
+            raise ValueError(f"weight_order takes one of {WEIGHT_ORDERS}; received {weight_order!r}.")
+        self.weight_order = weight_order
+        self.temperature = check_flag("temperature", temperature)
         self._causal_call = False
+        self._self_attention_call = False
         self._init_modifications(options)
         self._modified = self.temperature or any(True for _ in self._active())
         if self._modified and self._flash_attention:
@@ -149,6 +167,30 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     def modification_dims(self) -> tuple[int, int]:
         """`(key_dim, value_dim)` of a head."""
         return self._key_dim, self._value_dim
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]):
+        # Saved before the order was Keras': the optimizer's state in the file is in the old order.
+        return super().from_config({"weight_order": "modifications_first", **config})
+
+    @property
+    def weights(self) -> list:
+        """Keras' weights first, in Keras' order (query, key, value, output), then the modifications'."""
+        return self._ordered(super().weights)
+
+    @property
+    def variables(self) -> list:
+        return self._ordered(super().variables)
+
+    def _ordered(self, variables: list) -> list:
+        """`variables` in `weight_order` (`weights` and `variables` must agree: an optimizer is
+        built on one and saved in the order of the other)."""
+        if self.weight_order != "keras":
+            return variables
+        modification = [getattr(self, "temperature_weight", None)]
+        modification += [w for _, sublayer in self._active() for w in sublayer.variables]
+        ours = {id(w) for w in modification if w is not None}
+        return [w for w in variables if id(w) not in ours] + [w for w in variables if id(w) in ours]
 
     def build(self, query_shape, value_shape, key_shape=None):
         super().build(query_shape, value_shape, key_shape)
@@ -164,6 +206,12 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             self.temperature_weight = self.add_weight(name="temperature", shape=(3, self.num_heads), initializer="ones")
         scores_shape = (query_shape[0], self.num_heads, query_shape[1], value_shape[1])
         self._build_modifications(scores_shape, (query_shape[0], query_shape[1], self.num_heads, self._key_dim))
+
+    def __call__(self, query, value, *args, **kwargs):
+        # Self-attention is the query and the value being one tensor; seen here, before
+        # Keras converts each argument (NumPy arrays) to a tensor of its own.
+        self._self_attention_call = query is value
+        return super().__call__(query, value, *args, **kwargs)
 
     def call(
         self,
@@ -185,6 +233,9 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 self, query, value, key, cache, cache_update_index, attention_mask, use_causal_mask,
                 return_attention_scores, training,
             )  # fmt: skip
+        check_attention_mask_rank(self.name, attention_mask)
+        if query_mask is not None:  # Keras' call reads only the query's Keras mask: keep an explicit one
+            attention_mask = with_query_mask(attention_mask, query_mask)
         # Keras' call passes its (causal) mask to `_compute_attention` but not the flag:
         # the convolutions need it to align their query taps on the past.
         self._causal_call = bool(use_causal_mask)
@@ -192,7 +243,6 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             query,
             value,
             key=key,
-            query_mask=query_mask,
             value_mask=value_mask,
             key_mask=key_mask,
             attention_mask=attention_mask,
@@ -204,6 +254,32 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     def empty_cache(self, batch_size: int, max_length: int):
         """A zero cache for decoding up to `max_length` tokens (`convatt.layers.attention_cache`)."""
         return attention_cache.empty_cache(self, batch_size, max_length)
+
+    def _compute_attention_mask(
+        self,
+        query,
+        value,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+    ):
+        """Keras' mask, with two changes: no mask at all where Keras' layer would take its fused
+        causal kernel (no modification, no other mask); and, with a modification on, in
+        self-attention (the query and the value one tensor), the rows of padded keys masked
+        too (`mask_padded_queries`)."""
+        given = (query_mask, value_mask, key_mask, attention_mask)
+        if all(mask is None for mask in given) and self._sliding_window is None:
+            if use_causal_mask and not self._modified:
+                return None  # `_compute_attention` takes Keras' fused causal path
+        mask = super()._compute_attention_mask(
+            query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
+        )
+        self_attention = self._self_attention_call or query is value
+        if self._modified and self_attention and any(mask is not None for mask in given):
+            mask = mask_padded_queries(mask)
+        return mask
 
     def _with_temperature(self, query, key, value):
         if not self.temperature:
@@ -222,7 +298,8 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         use_causal_mask=False,
     ):
         if not self._modified:
-            extra = {"use_causal_mask": True} if use_causal_mask else {}
+            fused_causal = use_causal_mask or (self._causal_call and attention_mask is None)
+            extra = {"use_causal_mask": True} if fused_causal else {}
             return super()._compute_attention(
                 query, key, value, attention_mask, training, return_attention_scores, **extra
             )
@@ -230,7 +307,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         if use_causal_mask:  # (Keras passes the flag only when no mask was built)
             causal = self._compute_causal_mask(query, value)
             attention_mask = causal if attention_mask is None else ops.logical_and(attention_mask, causal)
-        keep = None if attention_mask is None else ops.expand_dims(ops.cast(attention_mask, "bool"), 1)
+        keep = None if attention_mask is None else keep_mask(attention_mask)
         causal = self._causal_call or use_causal_mask or self.conv_causal
         _, attention = self._attention_maps(query, key, attention_context(query, keep, causal))
         dropped = self._dropout_layer(ops.cast(attention, self.compute_dtype), training=training)
@@ -242,5 +319,6 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update({"max_len": self.max_len, "temperature": self.temperature, **self._modification_config()})
+        config.update({"max_len": self.max_len, "temperature": self.temperature, "weight_order": self.weight_order})
+        config.update(self._modification_config())
         return config
