@@ -97,3 +97,12 @@ def test_bad_requests_are_one_line_and_exit_2(charlm_run, convatt, tmp_path, arg
     done = convatt("generate", run, *args)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_decoding_benchmark_prints_both_rates_and_their_ratio(capsys):
+    from convatt.speed.generation import main
+
+    main(["--lengths", "12", "--steps", "2", "--variants", "san-pe-add-conv2d-pre"])
+    row = capsys.readouterr().out.splitlines()[-1].split("|")
+    assert row[1].strip() == "san-pe-add-conv2d-pre" and row[2].strip() == "12"
+    assert float(row[3]) > 0 and float(row[4]) > 0 and row[5].strip().endswith("x")
