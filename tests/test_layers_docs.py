@@ -24,6 +24,10 @@ def test_example_runs(index, capsys):
     exec(compile(block, f"docs/layers.md example {index + 1}", "exec"), {})
     printed = capsys.readouterr().out
     assert printed.strip(), "every example prints what it computed"
+    if "before fine-tuning" in printed:  # the converted model computes the original's outputs
+        assert float(re.findall(r"fine-tuning: ([\d.e+-]+)", printed)[0]) < 1e-5
+        first, last = map(float, re.findall(r"mse ([\d.]+) -> ([\d.]+)", printed)[0])
+        assert last < first
     if "nats per char" in printed:  # the language model learned: its loss fell by half
         first, last = map(float, re.findall(r"([\d.]+) -> ([\d.]+)", printed)[0])
         assert last < first / 2

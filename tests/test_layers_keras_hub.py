@@ -59,3 +59,36 @@ def test_saved_and_loaded_it_predicts_the_same(tmp_path):
     built.save(tmp_path / "hub.keras")
     loaded = keras.models.load_model(tmp_path / "hub.keras")
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(inputs)), keras.ops.convert_to_numpy(built(inputs)))
+
+
+def padded(real: np.ndarray, x: np.ndarray, seed: int) -> np.ndarray:
+    """`x` with its padded positions (`real` False) changed."""
+    noise = np.random.default_rng(seed).normal(size=x.shape).astype("float32") * 3.0
+    return np.where(real[..., None], x, x + noise)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"attention_conv": "2d"}, {"attention_conv": "2d", "conv_before_softmax": True, "conv_kernel_size": (2, 9)}],
+    ids=["conv2d", "mta"],
+)
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_kerashub_padding_masks_keep_the_padding_from_real_outputs(options, side):
+    """KerasHub's padding_mask (encoder; decoder and encoder in the decoder, cross-attention too)."""
+    source, target = keras.Input((7, D)), keras.Input((9, D))
+    source_real, target_real = keras.Input((7,), dtype="bool"), keras.Input((9,), dtype="bool")
+    memory = TransformerEncoder(32, num_heads=2, attention_options=options)(source, padding_mask=source_real)
+    out = TransformerDecoder(32, num_heads=2, attention_options=options, cross_attention_options=options)(
+        target, memory, decoder_padding_mask=target_real, encoder_padding_mask=source_real
+    )
+    built = keras.Model([source, target, source_real, target_real], [memory, out])
+    positions = np.arange(9)[None, :]
+    pads = np.array([[3], [1]])
+    real = positions >= pads if side == "left" else positions < 9 - pads
+    masks = [real[:, :7] if side == "right" else real[:, 2:], real]
+    x = [np.random.default_rng(i).normal(size=(2, n, D)).astype("float32") for i, n in enumerate((7, 9))]
+    before = built([*x, *masks])
+    after = built([padded(masks[0], x[0], 5), padded(masks[1], x[1], 6), *masks])
+    for got, want, rows in zip(after, before, masks):
+        change = np.abs(keras.ops.convert_to_numpy(got) - keras.ops.convert_to_numpy(want))[rows].max()
+        assert change < 1e-5, f"padding leaked: {change}"

@@ -38,6 +38,15 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
     with a convolution, queries).
     """
 
+    query_padding_mask = None
+    """The queries' padding `(batch, query_len)` the decoder gives its cross-attention for a
+    call (KerasHub passes it the encoder's mask only); None: none."""
+
+    def call(self, query, value, key=None, cache=None, cache_update_index=None, **kwargs):
+        if kwargs.get("query_mask") is None and self.query_padding_mask is not None and cache is None:
+            kwargs["query_mask"] = self.query_padding_mask
+        return super().call(query, value, key=key, cache=cache, cache_update_index=cache_update_index, **kwargs)
+
 
 def _check_cross_attention_cache(layer) -> None:
     """A cross-attention cache is for attention that needs no decoder position."""
@@ -206,13 +215,25 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         use_causal_mask=True,
         training=None,
     ):
+        cross = self._cross_attention_layer
         if cross_attention_cache is not None:
-            _check_cross_attention_cache(self._cross_attention_layer)
-        return super().call(
-            decoder_sequence, encoder_sequence, decoder_padding_mask, decoder_attention_mask, encoder_padding_mask,
-            encoder_attention_mask, self_attention_cache, self_attention_cache_update_index, cross_attention_cache,
-            cross_attention_cache_update_index, use_causal_mask, training,
-        )  # fmt: skip
+            _check_cross_attention_cache(cross)
+        # KerasHub's cross-attention gets no mask of its queries (the decoder's tokens); with a
+        # convolution their padding would reach real rows: give it the decoder's padding.
+        padding = decoder_padding_mask
+        if padding is None:
+            padding = getattr(decoder_sequence, "_keras_mask", None)
+        if cross is not None and encoder_sequence is not None:
+            cross.query_padding_mask = padding
+        try:
+            return super().call(
+                decoder_sequence, encoder_sequence, decoder_padding_mask, decoder_attention_mask, encoder_padding_mask,
+                encoder_attention_mask, self_attention_cache, self_attention_cache_update_index, cross_attention_cache,
+                cross_attention_cache_update_index, use_causal_mask, training,
+            )  # fmt: skip
+        finally:
+            if cross is not None:
+                cross.query_padding_mask = None
 
     def get_config(self) -> dict[str, Any]:
         return {
