@@ -31,7 +31,7 @@ CONVERSIONS = {
 def keras_model(causal: bool) -> keras.Model:
     x = keras.Input((T, D))
     y = x + keras.layers.MultiHeadAttention(2, 4, name="first")(x, x, use_causal_mask=causal)
-    y = y + keras.layers.MultiHeadAttention(2, 4, value_dim=3, name="second")(y, y, use_causal_mask=causal)
+    y = y + keras.layers.MultiHeadAttention(2, 4, use_bias=False, name="second")(y, y, use_causal_mask=causal)
     model = keras.Model(x, keras.layers.Dense(3)(y))
     randomize(model, 1)
     return model

@@ -215,22 +215,19 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         use_causal_mask=True,
         training=None,
     ):
+        # KerasHub's cross-attention gets no mask of its queries (the decoder's tokens); with a
+        # convolution their padding would reach real rows: give it the decoder's padding.
+        arguments = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
         cross = self._cross_attention_layer
         if cross_attention_cache is not None:
             _check_cross_attention_cache(cross)
-        # KerasHub's cross-attention gets no mask of its queries (the decoder's tokens); with a
-        # convolution their padding would reach real rows: give it the decoder's padding.
         padding = decoder_padding_mask
         if padding is None:
             padding = getattr(decoder_sequence, "_keras_mask", None)
         if cross is not None and encoder_sequence is not None:
             cross.query_padding_mask = padding
         try:
-            return super().call(
-                decoder_sequence, encoder_sequence, decoder_padding_mask, decoder_attention_mask, encoder_padding_mask,
-                encoder_attention_mask, self_attention_cache, self_attention_cache_update_index, cross_attention_cache,
-                cross_attention_cache_update_index, use_causal_mask, training,
-            )  # fmt: skip
+            return super().call(**arguments)
         finally:
             if cross is not None:
                 cross.query_padding_mask = None
