@@ -71,11 +71,11 @@ def built(options, seed=0, length=T, **kwargs):
 
 def switch_convolutions_on(model_or_layer):
     """A random negative bias can make a ReLU'd convolution 0 everywhere (then no test can fail):
-    the convolutions' biases 0."""
+    the convolutions' biases a little above 0."""
     layers = model_or_layer._flatten_layers() if hasattr(model_or_layer, "_flatten_layers") else [model_or_layer]
     for layer in layers:
         if isinstance(layer, (AttentionConv1D, AttentionConv2D)):
-            layer.bias.assign(np.zeros(layer.bias.shape, "float32"))
+            layer.bias.assign(np.full(layer.bias.shape, 0.1, "float32"))
 
 
 def changed_at(x, position):
