@@ -61,14 +61,6 @@ def test_saved_and_loaded_it_predicts_the_same(tmp_path):
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(inputs)), keras.ops.convert_to_numpy(built(inputs)))
 
 
-def test_a_key_value_cache_is_refused_with_the_reason():
-    decoder = TransformerDecoder(32, num_heads=2, attention_options={"attention_conv": "2d"})
-    decoder(data()[1])
-    cache = np.zeros((2, 2, 9, 2, 8), "float32")
-    with pytest.raises(ValueError, match="key/value cache"):
-        decoder(data()[1][:, :1], self_attention_cache=cache, self_attention_cache_update_index=0)
-
-
 def padded(real: np.ndarray, x: np.ndarray, seed: int) -> np.ndarray:
     """`x` with its padded positions (`real` False) changed."""
     noise = np.random.default_rng(seed).normal(size=x.shape).astype("float32") * 3.0

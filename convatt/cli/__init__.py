@@ -1,4 +1,4 @@
-"""`convatt params | train | status | evaluate | tag | score | inspect | tables | plot | bench`
+"""`convatt params | train | status | evaluate | tag | score | generate | inspect | tables | plot | bench`
 
 One module per command (`add_command` registers it, its `cmd_<name>` carries it out); `_common`
 has what they share."""
@@ -10,7 +10,7 @@ import signal
 import sys
 
 from convatt import __version__
-from convatt.cli import bench, evaluate, inspect, params, results, score, status, tag, train
+from convatt.cli import bench, evaluate, generate, inspect, params, results, score, status, tag, train
 from convatt.cli._common import check_backend, error_message, quiet_backend
 from convatt.cli._streams import READER_GONE, closed_stdout_message, discard_stdout, open_closed_stdout, stdout_gone
 from convatt.errors import ConvattError
@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         evaluate.add_command,
         tag.add_command,
         score.add_command,
+        generate.add_command,
         inspect.add_command,
         results.add_tables_command,
         results.add_plot_command,

@@ -20,6 +20,7 @@ except ImportError as error:  # the optional extra
         "convatt.layers.keras_hub needs keras-hub: pip install 'convatt[hub]' (or pip install keras-hub)."
     ) from error
 
+from convatt.layers import attention_cache
 from convatt.layers.multi_head_attention import MultiHeadAttention
 
 OLD_WEIGHT_ORDER = {"attention_weight_order": "modifications_first"}
@@ -29,12 +30,12 @@ optimizer state is in that order); see `MultiHeadAttention`'s `weight_order`."""
 
 @keras.saving.register_keras_serializable(package="convatt")
 class CacheFreeMultiHeadAttention(MultiHeadAttention):
-    """`MultiHeadAttention` that takes KerasHub's `cache` arguments and refuses a cache.
+    """`MultiHeadAttention` inside KerasHub's blocks (the name saved models know it by).
 
-    KerasHub's decoder passes `cache=None, cache_update_index=None` when it runs on whole
-    sequences (training, scoring). A key/value cache (one token at a time) is refused:
-    the convolutions over the attention map read earlier queries' rows, which a cache of
-    keys and values does not keep; decode by running the whole prefix instead.
+    KerasHub's blocks pass `cache=None, cache_update_index=None` on whole sequences
+    (training, scoring) and a cache when decoding a token at a time; convatt's
+    `MultiHeadAttention` takes both (`convatt.layers.attention_cache`: keys, values and,
+    with a convolution, queries).
     """
 
     query_padding_mask = None
@@ -42,14 +43,20 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
     call (KerasHub passes it the encoder's mask only); None: none."""
 
     def call(self, query, value, key=None, cache=None, cache_update_index=None, **kwargs):
-        if kwargs.get("query_mask") is None and self.query_padding_mask is not None:
+        if kwargs.get("query_mask") is None and self.query_padding_mask is not None and cache is None:
             kwargs["query_mask"] = self.query_padding_mask
-        if cache is not None:
-            raise ValueError(
-                f"{self.name}: convatt's attention runs on whole sequences; a key/value cache "
-                "(one token at a time) is not supported. Call the decoder on the whole prefix."
-            )
-        return super().call(query, value, key=key, **kwargs)
+        return super().call(query, value, key=key, cache=cache, cache_update_index=cache_update_index, **kwargs)
+
+
+def _check_cross_attention_cache(layer) -> None:
+    """A cross-attention cache is for attention that needs no decoder position."""
+    needs = [name for name in attention_cache.POSITIONAL if layer.modifications.get(name) is not None]
+    needs += ["attention_conv"] if layer.attention_conv else []
+    if needs:
+        raise ValueError(
+            f"{layer.name}: a cross-attention cache cannot serve {', '.join(needs)} (they read the decoder "
+            "position, which the cross-attention never gets); decode without a cross-attention cache."
+        )
 
 
 def _replace_attention(block, attribute: str, shape, value_shape, options: dict[str, Any]) -> None:
@@ -127,7 +134,14 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
     The decoder is causal: its self-attention gets KerasHub's causal mask, and with a
     convolution (`attention_conv`) both attentions align their query taps on past
     queries (`conv_causal=True`, so the cross-attention, whose mask is not causal,
-    reads no later decoder position either). Whole sequences only: no key/value cache.
+    reads no later decoder position either).
+
+    Decoding a token at a time: KerasHub's `self_attention_cache` and
+    `self_attention_cache_update_index` (and the cross-attention's), as KerasHub's
+    decoder; make each cache with `self_attention_cache_shape` / `cross_attention_cache_shape`
+    (a convolution keeps the queries too: 3 slots instead of KerasHub's 2). The
+    cross-attention takes a cache when its options have no convolution and no
+    modification that reads positions (it never learns the decoder position).
 
     Args:
         attention_options: dict. Modification options of `convatt.layers.MultiHeadAttention`
@@ -178,6 +192,14 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
             cross = self._causal(self.cross_attention_options or {})
             _replace_attention(self, "_cross_attention_layer", decoder_sequence_shape, encoder_sequence_shape, cross)
 
+    def self_attention_cache_shape(self, batch_size: int, max_length: int) -> tuple[int, ...]:
+        """The shape of the self-attention's cache (the decoder must be built)."""
+        return attention_cache.cache_shape(self._self_attention_layer, batch_size, max_length)
+
+    def cross_attention_cache_shape(self, batch_size: int, encoder_length: int) -> tuple[int, ...]:
+        """The shape of the cross-attention's cache (the decoder must be built)."""
+        return attention_cache.cache_shape(self._cross_attention_layer, batch_size, encoder_length)
+
     def call(
         self,
         decoder_sequence,
@@ -196,10 +218,12 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         # KerasHub's cross-attention gets no mask of its queries (the decoder's tokens); with a
         # convolution their padding would reach real rows: give it the decoder's padding.
         arguments = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
+        cross = self._cross_attention_layer
+        if cross_attention_cache is not None:
+            _check_cross_attention_cache(cross)
         padding = decoder_padding_mask
         if padding is None:
             padding = getattr(decoder_sequence, "_keras_mask", None)
-        cross = self._cross_attention_layer
         if cross is not None and encoder_sequence is not None:
             cross.query_padding_mask = padding
         try:

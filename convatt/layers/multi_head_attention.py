@@ -7,6 +7,7 @@ from typing import Any
 import keras
 from keras import ops
 
+from convatt.layers import attention_cache
 from convatt.layers._utils import check_attention_mask_rank, keep_mask, mask_padded_queries, with_query_mask
 from convatt.layers.modifications import (
     MODIFICATION_OPTIONS,
@@ -110,6 +111,13 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         training: bool. Dropout on the attention in training.
         use_causal_mask: bool. A causal mask (query `i` attends keys `<= i`),
             and the convolutions aligned on past queries.
+        cache: optional float `(batch_size, slots, max_length, num_heads, key_dim)`
+            (`empty_cache`): decode a few tokens at a time, KerasHub's way; the
+            call then returns `(output, cache)` (or `(output, attention, cache)`).
+            Slots: keys, values, and with a convolution the queries
+            (`convatt.layers.attention_cache`); every modification decodes exactly.
+        cache_update_index: int or int tensor: the position of `query`'s first
+            token, where the cache is updated.
 
     Returns:
         `(batch_size, query_len, output_dim)`, or the tuple `(output, attention)`
@@ -217,7 +225,14 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
     ):
+        if cache is not None or cache_update_index is not None:  # one token at a time: attention_cache
+            return attention_cache.cached_call(
+                self, query, value, key, cache, cache_update_index, attention_mask, use_causal_mask,
+                return_attention_scores, training,
+            )  # fmt: skip
         check_attention_mask_rank(self.name, attention_mask)
         if query_mask is not None:  # Keras' call reads only the query's Keras mask: keep an explicit one
             attention_mask = with_query_mask(attention_mask, query_mask)
@@ -235,6 +250,10 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             training=training,
             use_causal_mask=use_causal_mask,
         )
+
+    def empty_cache(self, batch_size: int, max_length: int):
+        """A zero cache for decoding up to `max_length` tokens (`convatt.layers.attention_cache`)."""
+        return attention_cache.empty_cache(self, batch_size, max_length)
 
     def _compute_attention_mask(
         self,

@@ -1,0 +1,59 @@
+"""`convatt generate`: text from a causal run's model, a symbol at a time."""
+
+from __future__ import annotations
+
+import sys
+
+from convatt.cli._common import load_backend
+from convatt.errors import ConvattError
+
+PROGRESS_FROM = 200  # symbols: shorter generations print no progress line
+
+
+def cmd_generate(args) -> None:
+    from convatt.trained.generation import Sampling, check_request
+
+    if args.temperature <= 0:
+        raise ConvattError(f"--temperature takes a number > 0; received {args.temperature}")
+    if args.top_k < 0:
+        raise ConvattError(f"--top-k takes a whole number >= 0 (0: every symbol); received {args.top_k}")
+    request = check_request(args.run, args.prompt, args.length)  # before Keras is loaded
+    sampling = Sampling(args.greedy, args.temperature, args.top_k, args.seed)
+    load_backend(args.debug)
+    from convatt.trained.generation import CausalSteps, generate
+    from convatt.trained.loading import load_model
+
+    steps = CausalSteps(load_model(request.run))
+    progress = _progress if args.length >= PROGRESS_FROM and sys.stderr.isatty() else None
+    made = generate(steps, request.prompt_ids, args.length, sampling, not args.no_cache, progress)
+    if progress is not None:
+        print(file=sys.stderr)
+    print(args.prompt + "".join(request.symbols[i] for i in made.ids))
+    how = "whole prefix" if args.no_cache else "cached"
+    print(f"{len(made.ids)} symbols in {made.seconds:.2f} s: {made.symbols_per_second:.1f} symbols/s ({how})",
+          file=sys.stderr)  # fmt: skip
+
+
+def _progress(done: int, seconds: float) -> None:
+    print(
+        f"\r\033[Kgenerated {done:,} symbols ({done / max(seconds, 1e-9):.1f}/s)", end="", file=sys.stderr, flush=True
+    )
+
+
+def add_command(sub) -> None:
+    p = sub.add_parser(
+        "generate",
+        help="generate text with a finished causal run (charlm; toy: the blocks and the query in, the answer out)",
+        description="Generate text after --prompt with a finished causal run's model: a symbol at a time, "
+        "with each attention layer's cache (every modification, exactly) or, with --no-cache, by re-running "
+        "the whole prefix (the reference). The text goes to standard output, the speed to standard error.",
+    )
+    p.add_argument("run", help="run directory of a causal preset (charlm, toy)")
+    p.add_argument("--prompt", required=True, help="the text to continue (characters the run saw in training)")
+    p.add_argument("--length", type=int, default=100, help="symbols to generate")
+    p.add_argument("--greedy", action="store_true", help="always the likeliest symbol (no sampling)")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling: divide the logits by this")
+    p.add_argument("--top-k", type=int, default=0, help="sampling: among the k likeliest symbols only (0: all)")
+    p.add_argument("--seed", type=int, default=0, help="sampling: the random seed")
+    p.add_argument("--no-cache", action="store_true", help="re-run the whole prefix for each symbol (the reference)")
+    p.set_defaults(func=cmd_generate)

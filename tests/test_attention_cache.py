@@ -1,0 +1,89 @@
+"""Cached decoding of `MultiHeadAttention`: one token at a time = the whole causal sequence."""
+
+import keras
+import numpy as np
+import pytest
+
+from convatt.layers import MultiHeadAttention
+from convatt.layers.attention_cache import cache_shape
+
+LENGTH, DIM, HEADS = 6, 8, 2
+
+VARIANTS = {
+    "plain": {},
+    "temperature_talking_heads": {"temperature": True, "talking_heads": True},
+    "alibi_shaw": {"alibi": True, "relative_position_representation": 2},
+    "p_r": {"position_interaction": True, "relative_bias": True, "max_len": LENGTH},
+    "r_circulant": {"relative_bias": True, "relative_bias_parameterization": "circulant", "max_len": LENGTH},
+    "conv1d": {"attention_conv": "1d", "max_len": LENGTH},
+    "conv1d_pre_k2": {"attention_conv": "1d", "conv_before_softmax": True, "conv_kernel_size": 2, "max_len": LENGTH},
+    "conv2d_pre_mta": {"attention_conv": "2d", "conv_before_softmax": True, "conv_kernel_size": (2, 3)},
+    "conv2d_k4": {"attention_conv": "2d", "conv_kernel_size": (4, 1)},
+    "all_post": {
+        "attention_conv": "2d", "temperature": True, "talking_heads": True, "alibi": True,
+        "relative_position_representation": 1, "position_interaction": True, "relative_bias": True,
+        "max_len": LENGTH,
+    },
+    "all_pre_1d": {
+        "attention_conv": "1d", "conv_before_softmax": True, "temperature": True, "talking_heads": True,
+        "relative_position_representation": 3, "relative_bias": True, "max_len": LENGTH,
+    },
+}  # fmt: skip
+
+
+def _layer(options: dict) -> MultiHeadAttention:
+    layer = MultiHeadAttention(HEADS, DIM // HEADS, **options)
+    layer.build((1, LENGTH, DIM), (1, LENGTH, DIM))
+    rng = np.random.default_rng(0)
+    for weight in layer.weights:  # away from identities and zeros: every weight matters
+        weight.assign(rng.normal(0.0, 0.4, weight.shape).astype("float32"))
+    return layer
+
+
+@pytest.fixture(scope="module")
+def inputs() -> np.ndarray:
+    return np.random.default_rng(1).normal(size=(2, LENGTH, DIM)).astype("float32")
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_one_token_at_a_time_equals_the_whole_sequence(name, inputs):
+    layer = _layer(VARIANTS[name])
+    whole = keras.ops.convert_to_numpy(layer(inputs, inputs, use_causal_mask=True))
+    cache = layer.empty_cache(2, LENGTH)
+    for i in range(LENGTH):
+        token = inputs[:, i : i + 1]
+        step, cache = layer(token, token, cache=cache, cache_update_index=i, use_causal_mask=True)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(step)[:, 0], whole[:, i], atol=1e-5, err_msg=f"pos {i}")
+
+
+@pytest.mark.parametrize("name", ["plain", "all_post", "all_pre_1d"])
+def test_a_prompt_at_once_then_steps(name, inputs):
+    """KerasHub's generate: the prompt in one cached call at 0 (mask from the caller), then steps."""
+    layer = _layer(VARIANTS[name])
+    whole = keras.ops.convert_to_numpy(layer(inputs, inputs, use_causal_mask=True))
+    prompt = 3
+    cache = layer.empty_cache(2, LENGTH)
+    head, cache = layer(inputs[:, :prompt], inputs[:, :prompt], cache=cache, cache_update_index=0, use_causal_mask=True)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(head), whole[:, :prompt], atol=1e-5)
+    for i in range(prompt, LENGTH):
+        token = inputs[:, i : i + 1]
+        causal = np.arange(LENGTH)[None, None, :] <= i  # KerasHub's rectangular causal mask
+        step, cache = layer(token, token, cache=cache, cache_update_index=keras.ops.convert_to_tensor(i),
+                            attention_mask=np.broadcast_to(causal, (2, 1, LENGTH)))  # fmt: skip
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(step)[:, 0], whole[:, i], atol=1e-5, err_msg=f"pos {i}")
+
+
+def test_the_cache_keeps_queries_only_for_a_convolution():
+    assert cache_shape(_layer(VARIANTS["all_post"]), 2, 5) == (2, 3, 5, HEADS, DIM // HEADS)
+    assert cache_shape(_layer(VARIANTS["p_r"]), 2, 5) == (2, 2, 5, HEADS, DIM // HEADS)
+
+
+def test_bad_caches_are_refused_with_the_reason(inputs):
+    layer = _layer(VARIANTS["conv2d_k4"])
+    token = inputs[:, :1]
+    with pytest.raises(ValueError, match=r"\(batch, 3, max_length, num_heads, key_dim\)"):
+        layer(token, token, cache=np.zeros((2, 2, LENGTH, HEADS, 4), "float32"), cache_update_index=0)
+    with pytest.raises(ValueError, match="needs a `cache`"):
+        layer(token, token, cache_update_index=0)
+    with pytest.raises(ValueError, match="query position"):
+        layer(token, token, cache=layer.empty_cache(2, LENGTH))
