@@ -333,8 +333,8 @@ $(VENV_STAMP): setup.cfg pyproject.toml
 	touch $@
 
 LAYER_TESTS := $(wildcard tests/test_layers_*.py)
-# the files holding the tests marked jax_too: train, kill and resume exactly, evaluate, tag (the GPU path)
-JAX_TRAINING_TESTS := tests/test_training.py tests/test_tagging.py
+# the files holding the tests marked jax_too: train, kill and resume exactly, evaluate, tag (the GPU path), decode with the cache
+JAX_TRAINING_TESTS := tests/test_training.py tests/test_tagging.py tests/test_generate.py
 # pytest-xdist: a test file's tests stay in one worker (its module fixtures are built once)
 PYTEST_PARALLEL := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 test: $(VENV_STAMP)

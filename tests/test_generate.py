@@ -17,6 +17,7 @@ from tests.test_sequence_tasks import LINES, tiny_run
 N_SYMBOLS, MAX_LEN = 12, 16
 
 
+@pytest.mark.jax_too
 @pytest.mark.parametrize("variant", CHARLM_VARIANTS)
 def test_cached_greedy_decoding_is_whole_prefix_decoding(variant):
     config = make_sequence_config("charlm", variant, max_len=MAX_LEN).replace(d_model=16, ff_dim=32)
