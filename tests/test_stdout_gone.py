@@ -136,7 +136,7 @@ def test_every_command_with_stdout_closed_or_its_reader_gone(tiny_runs, small, t
         else:
             assert code == 0, (name, errors)
             assert_quiet(errors)
-    assert "tagged" not in results["closed tag"][1]  # refused before any work
+    assert f"tagged {SENTENCES} sentences" not in results["closed tag"][1]  # refused before any work
     assert "Exception ignored" not in done.stderr
 
 
