@@ -42,5 +42,7 @@ def test_citation_cites_this_version_and_the_paper():
 def test_changelogs_newest_entry_is_this_version():
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     versions = re.findall(r"^## \[([^\]]+)\]", text, flags=re.MULTILINE)
-    assert versions and versions[0] == __version__, versions
+    released = [version for version in versions if version != "Unreleased"]  # Keep a Changelog's section
+    assert versions[: len(versions) - len(released)] in ([], ["Unreleased"]), versions
+    assert released and released[0] == __version__, versions
     assert "(MIT)" in text and "CITATION.cff" in text
