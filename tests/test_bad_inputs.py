@@ -409,6 +409,15 @@ CASES = [
         2,
         "outdir",
     ),
+    # generate
+    Case("generate-run-missing", ["generate", "{tmp}/nope", "--prompt", "x"], None, 2, "run directory not found"),
+    Case(
+        "generate-temperature-zero",
+        ["generate", "{run}", "--prompt", "x", "--temperature", "0"],
+        None,
+        2,
+        "--temperature takes a number > 0",
+    ),
     # inspect
     Case("inspect-run-missing", ["inspect", "{tmp}/nope"], None, 2, "run directory not found"),
     Case(

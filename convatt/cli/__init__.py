@@ -47,6 +47,7 @@ STDOUT_PRODUCTS = {
     "tag": lambda args: "the tagged CoNLL-U" if args.output in (None, "-") else None,
     "score": lambda args: "the scores",
     "bench": lambda args: None if getattr(args, "out", None) else "the benchmark's figures",
+    "generate": lambda args: "the generated text",
 }
 OTHER_OUTPUTS = {"tag": " or give --output FILE", "bench": " or give --attention --out FILE"}
 
