@@ -65,7 +65,7 @@ def no_backend_noise(nb) -> None:
     """Nothing on stderr, and no TensorFlow/absl log line anywhere in the outputs."""
     assert streams(nb, "stderr") == ""
     everything = streams(nb, "stdout") + "".join(outputs(nb, "text/plain"))
-    for noise in ("absl::", "oneDNN", "cuda", "I0000", "W0000", "tensorflow/"):
+    for noise in ("absl::", "oneDNN custom operations", "cuda", "I0000", "W0000", "tensorflow/"):
         assert noise not in everything
 
 
