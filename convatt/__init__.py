@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 __all__ = ["load_tagger", "train"]
 
 # Imported on first use, so that `import convatt` (and the CLI's --help) does not load Keras.
-_LAZY = {"train": "convatt.training.api", "load_tagger": "convatt.trained.tagger"}
+_LAZY = {"train": "convatt.training.api", "load_tagger": "convatt.inference.api"}
 
 
 def __getattr__(name: str):

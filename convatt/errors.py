@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Iterable
 
 
 class ConvattError(Exception):
@@ -23,3 +25,13 @@ class ConvattError(Exception):
             where = self.path if line is None else f"{self.path}:{line}"
             where += ": "
         super().__init__(where + message)
+
+
+def check_known(kind: str, name: str, known: Iterable[str]) -> None:
+    """A ConvattError naming the `known` names (and the closest to `name`) unless `name` is one:
+    `kind` says what is named ("preset", "variant")."""
+    known = list(known)
+    if name not in known:
+        close = difflib.get_close_matches(str(name).lower(), known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConvattError(f"unknown {kind} {name!r}.{hint} Known: {', '.join(known)}")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from convatt.results.markdown import Table
-from convatt.run.storage import write_text
+from convatt.rundir.storage import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 BEYOND = ROOT / "docs" / "results" / "beyond"

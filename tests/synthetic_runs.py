@@ -7,7 +7,7 @@ import csv
 from pathlib import Path
 
 from convatt.model.variants import VARIANTS
-from convatt.run.schema import CURVE_COLUMNS, HISTORY_COLUMNS, RunConfig, RunResult
+from convatt.rundir.schema import CURVE_COLUMNS, HISTORY_COLUMNS, RunConfig, RunResult
 
 
 def _write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:

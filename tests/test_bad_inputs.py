@@ -654,7 +654,7 @@ FILL_DURING_WEIGHTS = """
 import signal, resource, sys
 from pathlib import Path
 import keras
-from convatt.run.storage import write_atomically
+from convatt.rundir.storage import write_atomically
 model = keras.Sequential([keras.Input((100,)), keras.layers.Dense(3000), keras.layers.Dense(10)])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))  # writes past 1000 bytes fail, as on a full disk

@@ -20,7 +20,7 @@ from convatt.data import (
     read_ptb,
     read_ud,
 )
-from convatt.protocol import Protocol
+from convatt.protocol import TrainingProtocol
 
 TRAIN = [[("the", "DT"), ("dog", "NN"), ("runs", "VBZ")], [("the", "DT"), ("runs", "NNS")], [("dog", "VB")]]
 
@@ -63,7 +63,7 @@ def test_ambiguous_words():
 
 def test_ptb_sample_vocabularies():
     corpus = read_ptb(EMBEDDED_DATA_DIR / "ptb-sample.tar.gz")
-    vocabs = build_vocabularies(corpus, "ptb", Protocol.named("keras3"))
+    vocabs = build_vocabularies(corpus, "ptb", TrainingProtocol.named("keras3"))
     distinct = {w for s in corpus.all_sentences() for w, _ in s}
     # fewer than 20,000 forms in the sample: all of them are kept
     assert len(distinct) == 11968 and len(vocabs.words) == min(20000, len(distinct)) + 2
@@ -79,7 +79,7 @@ def test_ptb_sample_vocabularies():
 
 def test_original_vocabulary_counts_tags_over_all_splits():
     corpus = Corpus("x", TRAIN, [[("cat", "JJ")]], [[("dog", "UH")]])
-    assert build_vocabularies(corpus, "ud", Protocol.named("keras3")).tags.tokens[2:] == (
+    assert build_vocabularies(corpus, "ud", TrainingProtocol.named("keras3")).tags.tokens[2:] == (
         "DT",
         "NN",
         "NNS",
@@ -93,6 +93,6 @@ def test_original_vocabulary_counts_tags_over_all_splits():
 def test_ud_vocabulary_is_half_of_the_distinct_forms(name, distinct):
     corpus = read_ud(EMBEDDED_DATA_DIR / "ud-2.2" / name)
     assert len({w for s in corpus.all_sentences() for w, _ in s}) == distinct
-    vocabs = build_vocabularies(corpus, "ud", Protocol.named("keras3"))
+    vocabs = build_vocabularies(corpus, "ud", TrainingProtocol.named("keras3"))
     assert len(vocabs.words) == distinct // 2 + 2
     assert len(vocabs.tags) == len({t for s in corpus.train for _, t in s}) + 2

@@ -4,7 +4,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "convatt"
-MAX_LINES = 50
+MAX_LINES = 40
 
 
 def long_functions(package: Path, max_lines: int = MAX_LINES) -> list[str]:

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from convatt.data import EMBEDDED_DATA_DIR, Vocab, Vocabularies, load_word_vectors, read_conllu, read_mrg
 from convatt.errors import ConvattError
-from convatt.run.schema import RunConfig, RunResult
-from convatt.run.storage import read_json
+from convatt.rundir.schema import RunConfig, RunResult
+from convatt.rundir.storage import read_json
 from convatt.training.trainer import TrainState
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from convatt.inference.generation import CausalSteps, Sampling, generate
 from convatt.model.variants import CHARLM_VARIANTS
 from convatt.sequence.config import make_sequence_config
 from convatt.sequence.model import build_causal_model
-from convatt.trained.generation import CausalSteps, Sampling, generate
 from tests.test_sequence_tasks import LINES, tiny_run
 
 N_SYMBOLS, MAX_LEN = 12, 16

@@ -22,10 +22,10 @@ FLOORS = (
     ("data",),
     ("model",),
     ("sequence",),
-    ("run",),
+    ("rundir",),
     ("training",),
     ("results",),
-    ("trained",),
+    ("inference",),
     ("speed",),
     ("cli", "__main__"),
 )

@@ -8,8 +8,8 @@ from scipy.stats import entropy
 
 from convatt.data.batching import iterate_batches
 from convatt.errors import ConvattError
-from convatt.trained import inspection
-from convatt.trained.loading import load_run
+from convatt.inference import inspection
+from convatt.inference.loading import load_run
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_sentence_choice(runs):
 def test_entropy_figure_has_a_panel_per_layer_with_every_stage_as_points(runs, tmp_path):
     import pandas as pd
 
-    from convatt.trained import inspection_figures
+    from convatt.inference import inspection_figures
 
     inspection.inspect_run(runs["san-pe-add-conv"].path, tmp_path, dev_index=3, log=lambda s: None)
     stats = pd.read_csv(tmp_path / "attention_statistics.csv")

@@ -31,7 +31,7 @@ def runs(tmp_path_factory) -> tuple[Path, Path, Path]:
 
 
 def test_evaluate_reads_the_moved_corpus_from_data(runs):
-    from convatt.trained.evaluation import evaluate_run
+    from convatt.inference.evaluation import evaluate_run
 
     run, moved, new_place = runs
     assert evaluate_run(moved, new_place, "dev") == evaluate_run(run, None, "dev")

@@ -8,13 +8,13 @@ import math
 import pytest
 from synthetic_runs import write_run
 
-from convatt.protocol import Protocol
+from convatt.protocol import TrainingProtocol
 from convatt.results import frames as run_table
 from convatt.results import protocol_comparison, tables
 from convatt.results.paper import paper_table, paper_table2d
 
 REF, CONV2D = "san-pe-add", "san-pe-add-conv2d"
-KERAS3 = {"protocol": Protocol.named("keras3")}
+KERAS3 = {"protocol": TrainingProtocol.named("keras3")}
 GUM, LINES = "UD_English-GUM", "UD_English-LinES"
 
 

@@ -1,4 +1,4 @@
-"""convatt.run.provenance: the commit (in real git repositories and archives) and the machine
+"""convatt.rundir.provenance: the commit (in real git repositories and archives) and the machine
 a run records."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from convatt.run import provenance
+from convatt.rundir import provenance
 
 
 def _git(repo, *args):
@@ -65,10 +65,10 @@ def test_a_copy_without_git_takes_the_commit_it_was_given(tmp_path, monkeypatch)
 def test_git_archive_writes_the_commit_into_the_copy(tmp_path, monkeypatch):
     """A real `git archive` of a repository laid out as convatt's (the file, .gitattributes)."""
     repo = tmp_path / "repo"
-    (repo / "convatt" / "run").mkdir(parents=True)
+    (repo / "convatt" / "rundir").mkdir(parents=True)
     for name in ("COMMIT", ".gitattributes"):  # the repository's own two files, as they are
         source = provenance.COMMIT_FILE if name == "COMMIT" else ROOT / ".gitattributes"
-        (repo / ("convatt/run/COMMIT" if name == "COMMIT" else name)).write_text(source.read_text())
+        (repo / ("convatt/rundir/COMMIT" if name == "COMMIT" else name)).write_text(source.read_text())
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "one")
@@ -76,8 +76,8 @@ def test_git_archive_writes_the_commit_into_the_copy(tmp_path, monkeypatch):
     copy = tmp_path / "copy"
     copy.mkdir()
     subprocess.run(["tar", "-x", "-C", str(copy)], input=archive, check=True)
-    monkeypatch.setattr(provenance, "PACKAGE_DIR", copy / "convatt" / "run")  # no .git above it
-    monkeypatch.setattr(provenance, "COMMIT_FILE", copy / "convatt" / "run" / "COMMIT")
+    monkeypatch.setattr(provenance, "PACKAGE_DIR", copy / "convatt" / "rundir")  # no .git above it
+    monkeypatch.setattr(provenance, "COMMIT_FILE", copy / "convatt" / "rundir" / "COMMIT")
     monkeypatch.delenv(provenance.COMMIT_VARIABLE, raising=False)
     assert provenance.source_commit() == _git(repo, "rev-parse", "--short", "HEAD")
 
@@ -120,7 +120,7 @@ def test_this_platform_names_its_packages():
 )
 def test_onednn_as_tensorflow_runs_it():
     """TF_ENABLE_ONEDNN_OPTS decides where set (real processes: TensorFlow reads it once)."""
-    script = "from convatt.run.provenance import onednn_state; print(onednn_state('tensorflow'))"
+    script = "from convatt.rundir.provenance import onednn_state; print(onednn_state('tensorflow'))"
     for value, state in (("0", "off"), ("1", "on")):
         env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": value, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)

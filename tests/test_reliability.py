@@ -19,9 +19,9 @@ from cli_process import convatt
 from conftest import PTB_SAMPLE_FILES, tiny_command, tiny_options, train_stopped_in_epoch
 
 from convatt.errors import ConvattError
-from convatt.run.modelfiles import check_weights_file
-from convatt.run.schema import RunConfig
-from convatt.trained.evaluation import evaluate_run
+from convatt.inference.evaluation import evaluate_run
+from convatt.rundir.modelfiles import check_weights_file
+from convatt.rundir.schema import RunConfig
 from convatt.training.trainer import train_run
 
 QUIET = lambda line: None

@@ -1,5 +1,5 @@
 """Damaged run directories: `tables` and `plot` leave the run out with a warning naming the
-file and what is wrong, and go on; nothing partial is drawn or averaged (convatt.run.reading)."""
+file and what is wrong, and go on; nothing partial is drawn or averaged (convatt.rundir.reading)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from synthetic_runs import write_run
 
 from convatt import cli
 from convatt.results import frames as run_table
-from convatt.run.reading import RunWarning
+from convatt.rundir.reading import RunWarning
 
 HISTORY, CURVE = [0.5, 0.8, 0.9], [0.4, 0.6, 0.82, 0.9, 0.91, 0.92]
 

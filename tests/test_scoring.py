@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from convatt.errors import ConvattError
-from convatt.trained.scoring import raw_text, score_files
+from convatt.results.scoring import raw_text, score_files
 
 
 def conllu(*sentences) -> str:

@@ -12,7 +12,7 @@ from conftest import tiny_options
 
 from convatt.cli import main
 from convatt.data.encode import EncodedSplit
-from convatt.run.schema import DEV_SENTENCE_SCORES_FILE, SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE
+from convatt.rundir.schema import DEV_SENTENCE_SCORES_FILE, SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE
 from convatt.training.sentence_scores import rows_per_sentence, sentence_scores
 
 

@@ -17,7 +17,7 @@ from convatt.results import significance as sig
 from convatt.results import tables
 from convatt.results.frames import load_runs
 from convatt.results.stats import seed_bands, t_interval
-from convatt.run.schema import SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE
+from convatt.rundir.schema import SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE
 
 N_SENTENCES = 300
 TOKENS = np.random.default_rng(7).integers(5, 31, N_SENTENCES)

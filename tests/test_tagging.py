@@ -15,9 +15,9 @@ import convatt as convatt_api
 from convatt.data import read_conllu
 from convatt.data.untagged import iter_blocks, read_untagged
 from convatt.errors import ConvattError
-from convatt.trained.evaluation import evaluate_run
-from convatt.trained.loading import load_run
-from convatt.trained.tagging import tag_blocks, tag_stream
+from convatt.inference.evaluation import evaluate_run
+from convatt.inference.loading import load_run
+from convatt.inference.tagging import tag_blocks, tag_stream
 
 TEST_FILE = LINES / "en_lines-ud-test.conllu.gz"
 

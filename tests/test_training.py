@@ -24,8 +24,8 @@ from conftest import (
 
 from convatt.data import load_corpus
 from convatt.errors import ConvattError
-from convatt.run import provenance
-from convatt.trained.evaluation import evaluate_run
+from convatt.inference.evaluation import evaluate_run
+from convatt.rundir import provenance
 from convatt.training import tagger_trainer
 from convatt.training.trainer import TrainOptions, train_run
 
@@ -255,7 +255,7 @@ def test_a_swallowed_interrupt_still_stops_the_run_after_the_batch(tmp_path):
 
 
 def test_a_mixed_bfloat16_run_trains_and_is_recorded(tmp_path):
-    from convatt.run.schema import RunConfig
+    from convatt.rundir.schema import RunConfig
 
     result = train_run(tiny_options(tmp_path / "run", epochs=1, precision="mixed_bfloat16"), log=lambda s: None)
     config = RunConfig.load(tmp_path / "run")

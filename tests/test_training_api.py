@@ -11,7 +11,7 @@ from conftest import LINES
 
 import convatt
 from convatt.errors import ConvattError
-from convatt.run.schema import RunResult
+from convatt.rundir.schema import RunResult
 
 
 class Temperatures(keras.callbacks.Callback):

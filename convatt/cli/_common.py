@@ -88,7 +88,7 @@ def precisions() -> tuple[str, ...]:
 
 def os_error_message(e: OSError) -> str:
     """One line naming the path: "PATH: No space left on device"."""
-    from convatt.run.storage import os_error_reason
+    from convatt.rundir.storage import os_error_reason
 
     where = f"{e.filename}: " if e.filename else ""
     if e.filename2:

@@ -12,7 +12,7 @@ def cmd_evaluate(args) -> None:
     import json
 
     load_backend(args.debug)
-    from convatt.trained.evaluation import evaluate_run, write_run_sentence_scores
+    from convatt.inference.evaluation import evaluate_run, write_run_sentence_scores
 
     if args.sentences:
         if args.data is not None:

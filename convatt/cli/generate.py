@@ -11,7 +11,7 @@ PROGRESS_FROM = 200  # symbols: shorter generations print no progress line
 
 
 def cmd_generate(args) -> None:
-    from convatt.trained.generation import Sampling, check_request
+    from convatt.inference.generation import Sampling, check_request
 
     if args.temperature <= 0:
         raise ConvattError(f"--temperature takes a number > 0; received {args.temperature}")
@@ -20,8 +20,8 @@ def cmd_generate(args) -> None:
     request = check_request(args.run, args.prompt, args.length)  # before Keras is loaded
     sampling = Sampling(args.greedy, args.temperature, args.top_k, args.seed)
     load_backend(args.debug)
-    from convatt.trained.generation import CausalSteps, generate
-    from convatt.trained.loading import load_model
+    from convatt.inference.generation import CausalSteps, generate
+    from convatt.inference.loading import load_model
 
     steps = CausalSteps(load_model(request.run))
     progress = _progress if args.length >= PROGRESS_FROM and sys.stderr.isatty() else None

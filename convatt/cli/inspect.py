@@ -6,11 +6,11 @@ from pathlib import Path
 
 from convatt.cli._common import check_out_dir, load_backend
 from convatt.errors import ConvattError
-from convatt.run.schema import check_at_least
+from convatt.rundir.schema import check_at_least
 
 
 def cmd_inspect(args) -> None:
-    from convatt.trained.loading import check_run_dir
+    from convatt.inference.loading import check_run_dir
 
     check_run_dir(args.run)
     check_at_least("--dev-index", args.dev_index, minimum=0)
@@ -18,7 +18,7 @@ def cmd_inspect(args) -> None:
     if args.sentence is not None and not args.sentence.split():
         raise ConvattError("--sentence has no words")
     load_backend(args.debug)
-    from convatt.trained.inspection import inspect_run
+    from convatt.inference.inspection import inspect_run
 
     out = Path(args.out) if args.out else Path(args.run) / "inspect"
     written = inspect_run(args.run, out, sentence=args.sentence, dev_index=args.dev_index, log=print, data=args.data)

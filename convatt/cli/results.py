@@ -31,7 +31,7 @@ def _warning_runs(write, *args):
     also when nothing could be written: an error then says how many runs were skipped and why."""
     import warnings
 
-    from convatt.run.reading import RunWarning
+    from convatt.rundir.reading import RunWarning
 
     caught: list = []
     try:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 
 def cmd_score(args) -> None:
-    from convatt.trained.scoring import score_files
+    from convatt.results.scoring import score_files
 
     report = score_files(args.gold, args.system, args.column)
     if args.json:

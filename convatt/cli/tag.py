@@ -11,7 +11,7 @@ from convatt.errors import ConvattError
 
 def cmd_tag(args) -> None:
     from convatt.data.untagged import iter_blocks
-    from convatt.trained.loading import check_run_dir
+    from convatt.inference.loading import check_run_dir
 
     check_run_dir(args.run)  # bad arguments and bad input fail before Keras is loaded
     if args.output not in (None, "-") and Path(args.output).is_dir():
@@ -23,8 +23,8 @@ def cmd_tag(args) -> None:
     load_backend(args.debug)
     import itertools
 
-    from convatt.run.storage import write_atomically
-    from convatt.trained.tagging import tag_run
+    from convatt.inference.tagging import tag_run
+    from convatt.rundir.storage import write_atomically
 
     blocks = itertools.chain([first] if first else [], blocks)
     log = lambda line: print(("\r\033[K" if sys.stderr.isatty() else "") + line, file=sys.stderr)

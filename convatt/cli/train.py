@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from convatt.cli._common import load_backend, precisions
-from convatt.run.schema import option_default
+from convatt.rundir.schema import option_default
 
 
 def cmd_train(args) -> None:
@@ -19,10 +19,10 @@ def cmd_train(args) -> None:
 
 def run_config_of(args: argparse.Namespace):
     """The `RunConfig` of `convatt train`'s parsed options (`convatt.train`'s, from the shell)."""
-    from convatt.protocol import Protocol
+    from convatt.protocol import TrainingProtocol
     from convatt.training.api import run_config
 
-    items = {f.name: getattr(args, f.name) for f in Protocol.items()}
+    items = {f.name: getattr(args, f.name) for f in TrainingProtocol.items()}
     options = ("seed", "embeddings", "embeddings_limit", "epochs", "limit", "mask_padding", "curve_every")
     options += ("curve_until", "jit_compile", "precision", "protocol")
     return run_config(
@@ -36,7 +36,7 @@ def run_config_of(args: argparse.Namespace):
 
 
 def _add_protocol_options(p: argparse.ArgumentParser) -> None:
-    from convatt.protocol import ORIGINAL, PROTOCOL_NAMES, Protocol
+    from convatt.protocol import ORIGINAL, PROTOCOL_NAMES, TrainingProtocol
 
     p.add_argument(
         "--protocol",
@@ -46,7 +46,7 @@ def _add_protocol_options(p: argparse.ArgumentParser) -> None:
         "(keras3); the options below change one item of it (ablations)",
     )
     group = p.add_argument_group("protocol items (default: the --protocol's)")
-    for item in Protocol.items():
+    for item in TrainingProtocol.items():
         choices = list(dict.fromkeys(item.metadata["choices"].values()))
         group.add_argument("--" + item.name.replace("_", "-"), choices=choices, help=item.metadata["help"])
 

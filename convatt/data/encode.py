@@ -23,7 +23,7 @@ from convatt.data.vocab import (
     build_word_vocab,
 )
 from convatt.errors import ConvattError
-from convatt.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.protocol import DEFAULT_PROTOCOL, TrainingProtocol
 
 
 @dataclass
@@ -161,7 +161,7 @@ class Vocabularies:
             raise ConvattError(f"malformed vocabularies file: {e}", path) from e
 
 
-def build_vocabularies(corpus: Corpus, preset: str, protocol: Protocol = DEFAULT_PROTOCOL) -> Vocabularies:
+def build_vocabularies(corpus: Corpus, preset: str, protocol: TrainingProtocol = DEFAULT_PROTOCOL) -> Vocabularies:
     """The paper's vocabularies: words counted over train+dev+test (the preset's format says
     how many: PTB the 20,000 most frequent; UD the most frequent half of the distinct forms), chars and ambiguous
     words from train. With the original protocol's `vocabulary`, the chars of the

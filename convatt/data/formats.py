@@ -14,7 +14,6 @@ on bad input), then `register(DataFormat(...))` here (or in your own code, befor
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from convatt.data.corpus import EMBEDDED_DATA_DIR, Corpus
 from convatt.data.find_block import read_find_block
 from convatt.data.ptb import _directory_files, read_ptb
 from convatt.data.ud import SPLITS, find_split_file, read_ud
-from convatt.errors import ConvattError
+from convatt.errors import check_known
 
 
 @dataclass(frozen=True)
@@ -87,10 +86,7 @@ def register(data_format: DataFormat) -> DataFormat:
 
 def data_format(preset: str) -> DataFormat:
     """The format of `preset`; an unknown name is a ConvattError with a suggestion."""
-    if preset not in FORMATS:
-        close = difflib.get_close_matches(str(preset).lower(), list(FORMATS), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConvattError(f"unknown preset {preset!r}.{hint} Known: {', '.join(FORMATS)}")
+    check_known("preset", preset, FORMATS)
     return FORMATS[preset]
 
 

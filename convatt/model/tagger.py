@@ -36,7 +36,7 @@ from convatt.layers import (
 )
 from convatt.layers.narrowing_self_attention import narrowing_num_heads
 from convatt.model.variants import PRECISIONS, TaggerConfig, attention_options
-from convatt.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.protocol import DEFAULT_PROTOCOL, TrainingProtocol
 from convatt.protocol.optimizers import RMSpropKeras2
 
 
@@ -133,7 +133,7 @@ def build_tagger(
     n_labels: int,
     word_vectors: np.ndarray | None = None,
     jit_compile: bool | str = "auto",
-    protocol: Protocol = DEFAULT_PROTOCOL,
+    protocol: TrainingProtocol = DEFAULT_PROTOCOL,
     dtype_policy: str = "float32",
 ) -> keras.Model:
     """Build and compile the tagger of one variant.
@@ -234,7 +234,9 @@ def attention_stack(config: TaggerConfig, h, attention_mask=None, dtype_policy: 
     return h
 
 
-def compile_tagger(model: keras.Model, jit_compile: bool | str = "auto", protocol: Protocol = DEFAULT_PROTOCOL) -> None:
+def compile_tagger(
+    model: keras.Model, jit_compile: bool | str = "auto", protocol: TrainingProtocol = DEFAULT_PROTOCOL
+) -> None:
     """RMSprop (lr 0.001, rho 0.9, eps 1e-7) and cross-entropy weighted 0 on PAD (REFERENCE.md).
 
     The original protocol: Keras 2.2.4's RMSprop update, and the weighted loss divided

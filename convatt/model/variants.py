@@ -4,14 +4,13 @@ presets' word embeddings (Table 1b) are attributes of their data formats (`conva
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass
 from typing import Any
 
 from convatt.data.corpus import MAX_LEN, MAX_WORD_LEN
 from convatt.data.formats import data_format
-from convatt.errors import ConvattError
-from convatt.protocol import DEFAULT_PROTOCOL, Protocol
+from convatt.errors import check_known
+from convatt.protocol import DEFAULT_PROTOCOL, TrainingProtocol
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 """The dtype policies the tagger supports: float32 (the paper's) and the mixed ones."""
@@ -196,18 +195,16 @@ class TaggerConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _check_name(kind: str, name: str, known) -> None:
-    if name not in known:
-        close = difflib.get_close_matches(name.lower(), list(known), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConvattError(f"unknown {kind} {name!r}.{hint} Known: {', '.join(known)}")
+def check_variant(variant: str) -> None:
+    """A ConvattError naming the known variants (and the closest) unless `variant` is one."""
+    check_known("variant", variant, VARIANTS)
 
 
-def make_config(preset: str, variant: str, protocol: Protocol = DEFAULT_PROTOCOL, **overrides) -> TaggerConfig:
+def make_config(preset: str, variant: str, protocol: TrainingProtocol = DEFAULT_PROTOCOL, **overrides) -> TaggerConfig:
     """Build the config of a named variant under a named preset ("ptb", "ud": a data format
     of `convatt.data.formats`), its network shaped as `protocol` says (the original code's by default)."""
     fmt = data_format(preset)
-    _check_name("variant", variant, VARIANTS)
+    check_variant(variant)
     from_protocol = dict(
         residual_adds_dropped=protocol.residual == "dropped",
         relative_bias_parameterization=protocol.relative_bias,

@@ -1,13 +1,13 @@
 """How a run trains: the paper's code (Keras 2.2.4 on TensorFlow 1.15), or Keras 3's defaults.
 
-Data, the model and the run directory all read a run's `Protocol`, so it lives on a floor
+Data, the model and the run directory all read a run's `TrainingProtocol`, so it lives on a floor
 below them (docs/design.md); beside it, `optimizers.py` (Keras 2.2.4's RMSprop, the original's
 `optimizer`) and `metrics.py` (the paper's accuracies and the original's early-stopping
 metric).
 
 The authors' code (github pdufter/convatt) computes differently from what the paper's
 text and Keras 3's defaults give in several places. Each place is one field of
-`Protocol`, with the original's choice and the modern one:
+`TrainingProtocol`, with the original's choice and the modern one:
 
     optimizer          RMSprop's update: Keras 2.2.4 `lr g / (sqrt(a) + eps)` or
                        Keras 3 `lr g / sqrt(a + eps)` (a much smaller step for small g)
@@ -33,8 +33,8 @@ text and Keras 3's defaults give in several places. Each place is one field of
                        randomises per process; here: one of them drawn with the run's
                        seed), or a random uniform(-0.05, 0.05) row
 
-`Protocol.named("original")` is the default of `convatt train` and the grids;
-`Protocol.named("keras3")` is the whole modern alternative; any field can be set on
+`TrainingProtocol.named("original")` is the default of `convatt train` and the grids;
+`TrainingProtocol.named("keras3")` is the whole modern alternative; any field can be set on
 its own for ablations. Reported test metrics are exact under both.
 """
 
@@ -54,7 +54,7 @@ def _item(original: str, keras3: str, help: str):
 
 
 @dataclass(frozen=True)
-class Protocol:
+class TrainingProtocol:
     """The training protocol of a run, one field per place where the original differs."""
 
     optimizer: str = _item("keras2-rmsprop", "keras3-rmsprop", "RMSprop's update rule")
@@ -73,14 +73,14 @@ class Protocol:
         return list(dataclasses.fields(cls))
 
     @classmethod
-    def named(cls, name: str) -> Protocol:
+    def named(cls, name: str) -> TrainingProtocol:
         """The whole original (`"original"`) or modern (`"keras3"`) protocol."""
         if name not in PROTOCOL_NAMES:
             raise ConvattError(f"unknown protocol {name!r}: expected one of {', '.join(PROTOCOL_NAMES)}")
         return cls(**{f.name: f.metadata["choices"][name] for f in cls.items()})
 
     @classmethod
-    def from_dict(cls, data: dict, where=None) -> Protocol:
+    def from_dict(cls, data: dict, where=None) -> TrainingProtocol:
         """Read `to_dict`'s form, checking every value."""
         unknown = set(data) - {f.name for f in cls.items()}
         if unknown:
@@ -91,7 +91,7 @@ class Protocol:
         return protocol
 
     @classmethod
-    def _base_of(cls, data: dict) -> Protocol:
+    def _base_of(cls, data: dict) -> TrainingProtocol:
         """The named protocol whose choices all of `data`'s items are: it fills the items an
         older run did not record (a keras3 run stays keras3), the original's otherwise."""
         for name in (KERAS3, ORIGINAL):
@@ -103,7 +103,7 @@ class Protocol:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def with_overrides(self, **values: str | None) -> Protocol:
+    def with_overrides(self, **values: str | None) -> TrainingProtocol:
         """This protocol with some items set (None: keep)."""
         changed = dataclasses.replace(self, **{k: v for k, v in values.items() if v is not None})
         changed.check()
@@ -121,7 +121,7 @@ class Protocol:
     def name(self) -> str | None:
         """ "original" or "keras3" when every item is that protocol's, else None (mixed)."""
         for name in PROTOCOL_NAMES:
-            if self == Protocol.named(name):
+            if self == TrainingProtocol.named(name):
                 return name
         return None
 
@@ -129,13 +129,13 @@ class Protocol:
         """For display: "original", "keras3", or the original with the items that differ."""
         if self.name:
             return self.name
-        base = Protocol.named(ORIGINAL)
+        base = TrainingProtocol.named(ORIGINAL)
         changed = [
             f"{f.name}={getattr(self, f.name)}" for f in self.items() if getattr(self, f.name) != getattr(base, f.name)
         ]
         return "original with " + ", ".join(changed)
 
 
-DEFAULT_PROTOCOL = Protocol.named(ORIGINAL)
-LEGACY_PROTOCOL = Protocol.named(KERAS3)
+DEFAULT_PROTOCOL = TrainingProtocol.named(ORIGINAL)
+LEGACY_PROTOCOL = TrainingProtocol.named(KERAS3)
 """What runs trained before protocols existed (convatt <= 0.1.0) computed."""

@@ -12,7 +12,7 @@ never by the path, so any layout works (the Makefile's is
     load_histories(root)  one row per run and epoch (history.csv)
     load_curves(root)     one row per run and curve point (curve.csv)
 
-Every file is checked (`convatt.run.reading`): a damaged run is left out of all three
+Every file is checked (`convatt.rundir.reading`): a damaged run is left out of all three
 with a `RunWarning` naming the file and what is wrong, so the tables and the plots
 always cover the same runs. `convatt tables` and `convatt plot` read each file once
 (`load_records`) and hand the frames down.
@@ -37,8 +37,8 @@ from convatt.data.formats import CHAR_LM, TOY, has_treebanks
 from convatt.data.ud import treebank_key, treebank_name
 from convatt.errors import ConvattError
 from convatt.model.variants import VARIANTS
-from convatt.run.reading import DamagedRunError, FinishedRun, RunningRun, RunWarning, read_run, read_running
-from convatt.run.schema import RESULT_FILE
+from convatt.rundir.reading import DamagedRunError, FinishedRun, RunningRun, RunWarning, read_run, read_running
+from convatt.rundir.schema import RESULT_FILE
 
 METRICS = ("all", "oov", "ambiguous")
 SPLITS = ("dev", "test")

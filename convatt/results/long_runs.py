@@ -21,8 +21,8 @@ import pandas as pd
 from convatt.results.frames import RunRecords, in_model_order, load_records
 from convatt.results.markdown import Table, markdown_table, page
 from convatt.results.stats import seed_stats
-from convatt.run.schema import DEV_BITS_COLUMN
-from convatt.run.storage import write_text
+from convatt.rundir.schema import DEV_BITS_COLUMN
+from convatt.rundir.storage import write_text
 
 CHECKPOINTS = (400, 1000, 2000, 3000, 4000)  # batches; 400: the 414-batch runs' last curve point; 60 epochs: 4,140
 SHORT_BUDGET = 414  # batches of `make lm-all`'s 6 epochs

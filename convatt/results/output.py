@@ -1,6 +1,6 @@
 """What the results commands write: `Written` (the files and the notes for the user) and
 `save` (a figure as PNG and PDF, atomically). Its own module so that figures (`plots`,
-`trained.inspection`) and tables share it without importing each other."""
+`inference.inspection`) and tables share it without importing each other."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from convatt.run.storage import write_atomically
+from convatt.rundir.storage import write_atomically
 
 
 @dataclass

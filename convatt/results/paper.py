@@ -17,7 +17,7 @@ from convatt.data.corpus import EMBEDDED_DATA_DIR
 from convatt.data.ud import treebank_key
 from convatt.errors import ConvattError
 from convatt.model.variants import VARIANTS
-from convatt.run.schema import PAPER_EPOCHS  # noqa: F401 (the paper's 100, one source)
+from convatt.rundir.schema import PAPER_EPOCHS  # noqa: F401 (the paper's 100, one source)
 
 REFERENCE_DIR = Path(os.environ.get("CONVATT_REFERENCE", EMBEDDED_DATA_DIR / "paper"))
 PAPER_SEEDS = 3

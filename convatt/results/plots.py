@@ -11,7 +11,7 @@ Each line goes as far as its runs go. Where every seed (and, for UD means, every
 treebank) of a line has a value, the line is solid with its band; beyond, where
 early stopping or a shorter treebank has left some runs behind, it goes on thin and
 faded, as the mean of the runs that are left, so the mean never silently changes
-which runs it covers. A damaged run (`convatt.run.reading`) is left out, with a
+which runs it covers. A damaged run (`convatt.rundir.reading`) is left out, with a
 warning, never drawn in part. Runs still training (`--include-running`) are lines
 of their own, dashed, "(running)" in the legend.
 

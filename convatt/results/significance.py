@@ -33,7 +33,7 @@ from convatt.results.frames import label_of, model_order
 from convatt.results.markdown import Table, fmt, markdown_table, page
 from convatt.results.paper import paper_table, paper_table2d
 from convatt.results.stats import t_interval
-from convatt.run.schema import SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE
+from convatt.rundir.schema import SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE
 
 REFERENCE = "san-pe-add"
 # (variant, reference) beyond "against REFERENCE", where both ran: 2d against 1d; then the

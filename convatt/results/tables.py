@@ -40,7 +40,7 @@ from convatt.results.output import Written
 from convatt.results.paper import N_PAPER_TREEBANKS, OUR_LABELS, PAPER_EPOCHS, PAPER_SEEDS, paper_table, paper_table2d
 from convatt.results.sequence_tables import sequence_tables
 from convatt.results.stats import STD_DDOF, nanmean, range_text, seed_stats
-from convatt.run.storage import write_text
+from convatt.rundir.storage import write_text
 
 METRIC_NAMES = {"all": "All", "oov": "OOV", "ambiguous": "Ambig."}
 STAT_COLUMNS = [c for m in METRICS for c in (m, f"{m}_std")]

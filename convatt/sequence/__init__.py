@@ -2,4 +2,5 @@
 Multi-Token Attention's find-the-block task (preset "toy") and a character language model
 (preset "charlm"). `config.py` (the model's scale per preset), `data.py` (encoded splits and
 their scores), `model.py` (a small causal transformer of convatt's `MultiHeadAttention`),
-`trainer.py` (the tagger's trainer, callbacks and checkpoints with this data and model)."""
+`ngram.py` (the character LM's interpolated Kneser-Ney baselines). Their trainer is
+`convatt.training.sequence_trainer` (the training loop's hooks with this data and model)."""

@@ -8,9 +8,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from convatt.data.char_text import CHUNK_LEN
-from convatt.data.formats import data_format
+from convatt.data.formats import DataFormat, data_format
 from convatt.errors import ConvattError
-from convatt.model.variants import CHARLM_VARIANTS, TOY_VARIANTS, VARIANTS, Variant, _check_name
+from convatt.model.variants import CHARLM_VARIANTS, TOY_VARIANTS, VARIANTS, Variant, check_variant
 
 SEQUENCE_VARIANTS = list(dict.fromkeys(CHARLM_VARIANTS + TOY_VARIANTS))
 """The variants a causal model supports: the paper's (bar SAN and PE[con]) and the attention ones."""
@@ -54,18 +54,25 @@ SCALES = {
 }
 
 
-def make_sequence_config(preset: str, variant: str, max_len: int | None = None) -> SequenceModelConfig:
-    """The configuration of `variant` at `preset`'s scale; `max_len`: the data's sequence length
-    (default: the embedded data's)."""
+def check_sequence_run(preset: str, variant: str) -> DataFormat:
+    """`preset`'s data format if it is a causal sequence task and `variant` a causal model builds,
+    else a ConvattError saying what it takes."""
     fmt = data_format(preset)
     if not fmt.is_sequence_task:
         raise ConvattError(f"preset {preset!r} is a tagging preset, not a causal sequence task")
-    _check_name("variant", variant, VARIANTS)
+    check_variant(variant)
     if variant not in SEQUENCE_VARIANTS:
         raise ConvattError(
             f"variant {variant!r} is not built as a causal model; the {preset} preset takes "
             f"{', '.join(SEQUENCE_VARIANTS)}"
         )
+    return fmt
+
+
+def make_sequence_config(preset: str, variant: str, max_len: int | None = None) -> SequenceModelConfig:
+    """The configuration of `variant` at `preset`'s scale; `max_len`: the data's sequence length
+    (default: the embedded data's)."""
+    fmt = check_sequence_run(preset, variant)
     if max_len is None:
         max_len = CHUNK_LEN if fmt.task == "char-lm" else _toy_len()
     return SequenceModelConfig(preset, variant, max_len, **SCALES[fmt.task])

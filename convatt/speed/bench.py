@@ -119,7 +119,7 @@ def _time_steps(models: dict, warmup: list, timed: list) -> dict[str, np.ndarray
 def _synthetic_setup(
     preset: str, variant: str, n_batches: int, batch_size: int, sizes, seed: int, config_changes: dict
 ):
-    """(config, batches, word vectors or None, sizes) of a benchmark."""
+    """(config, batches, word vectors or None, sizes) of a benchmark; the seed set for the weights."""
     config = make_config(preset, variant, **config_changes)
     n_words, n_chars, n_labels, n_forms = sizes or data_format(preset).bench_sizes
     batches = synthetic_batches(
@@ -130,6 +130,7 @@ def _synthetic_setup(
         if config.pretrained_words
         else None
     )
+    keras.utils.set_random_seed(seed)  # the initial weights
     return config, batches, vectors, (n_words, n_chars, n_labels)
 
 
@@ -187,31 +188,21 @@ def run_benchmark(
 ) -> dict:
     """Time training steps of the reference and of `build_tagger`'s tagger; log and return the figures.
 
-    With a mixed `precision` ("mixed_bfloat16", "mixed_float16") the two models are
-    the tagger in float32 and in that policy.
-
-    `steps` timed steps per model (default 20 with `quick`, else 60) after `warmup`
-    untimed ones; `sizes` = (n_words, n_chars, n_labels, n_forms) replaces the
-    preset's; `config_changes` change the architecture (tiny models in tests);
-    `memory` also measures each model's memory in a process of its own; `reference`
-    "auto" (the port where it covers the variant, else SAN+PE[add]) or a variant name.
+    `steps` timed steps per model (default 20 with `quick`, else 60) after `warmup` untimed ones;
+    `sizes` = (n_words, n_chars, n_labels, n_forms) replaces the preset's; `config_changes` change
+    the architecture (tiny models in tests); `memory` also measures each model's memory in a process
+    of its own; `reference`: "auto" (the port where it covers the variant, else SAN+PE[add]) or a
+    variant name. With a mixed `precision` the two models are the tagger in float32 and in that policy.
     """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}; received {precision!r}.")
+    _check_precision(precision)
     steps = steps or (20 if quick else 60)
-    config, batches, vectors, model_sizes = _synthetic_setup(
+    config, batches, vectors, shapes = _synthetic_setup(
         preset, variant, warmup + steps, batch_size, sizes, seed, config_changes
     )
-    keras.utils.set_random_seed(seed)
     reference_variant = _reference_variant(config, reference)
-    reference, compared, models = _models(
-        config, model_sizes, vectors, preset, reference, config_changes, precision, seed
-    )
+    reference, compared, models = _models(config, shapes, vectors, preset, reference, config_changes, precision, seed)
     timed = batches[warmup:]
-    log(
-        f"convatt bench: preset {preset}, variant {variant}, batch {batch_size}, backend {keras.backend.backend()}, "
-        f"precision {precision}, {steps} timed steps per model (medians), after {warmup} untimed"
-    )
+    log(f"convatt bench: preset {preset}, variant {variant}, batch {batch_size}, {_setting(precision, steps, warmup)}")
     tokens = _log_batches(timed, batch_size, config.max_len, log)
     result = _timed(models, batches[:warmup], timed, tokens, _descriptions(reference_variant, precision), log)
     if memory and precision == "float32":
@@ -220,6 +211,19 @@ def run_benchmark(
         _log_memory(result, reference, reference_variant or variant, variant, options, log)
     _log_speedup(result, reference, compared, reference_variant, precision, log)
     return result
+
+
+def _check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}; received {precision!r}.")
+
+
+def _setting(precision: str, steps: int, warmup: int) -> str:
+    """The end of the benchmark's first line: how it is measured."""
+    return (
+        f"backend {keras.backend.backend()}, precision {precision}, {steps} timed steps per model (medians), "
+        f"after {warmup} untimed"
+    )
 
 
 def _descriptions(reference_variant: str | None, precision: str) -> dict[str, str]:
@@ -299,7 +303,6 @@ def _memory_child(
     config, batches, vectors, model_sizes = _synthetic_setup(
         preset, variant, warmup + steps, batch_size, sizes, seed, config_changes
     )
-    keras.utils.set_random_seed(seed)
     model, prepare = (
         (build_baseline(config, *model_sizes, vectors), baseline_inputs)
         if baseline

@@ -36,9 +36,9 @@ class DecodingSpeed:
 
 
 def _steps(variant: str, length: int):
+    from convatt.inference.generation import CausalSteps
     from convatt.sequence.config import make_sequence_config
     from convatt.sequence.model import build_causal_model
-    from convatt.trained.generation import CausalSteps
 
     config = make_sequence_config("charlm", variant, max_len=length)
     return CausalSteps(build_causal_model(config, N_SYMBOLS, jit_compile=False))

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from convatt.errors import ConvattError
-from convatt.run.schema import RunConfig, RunResult, option_default, preset_epochs
+from convatt.rundir.schema import RunConfig, RunResult, option_default, preset_epochs
 
 JIT = {"auto": "auto", "on": True, "off": False, True: True, False: False}
 
@@ -65,16 +65,16 @@ def _default_data(preset: str) -> Path | None:
 
 def _protocol(name: str, items: dict[str, str | None]):
     """The protocol named `name` ("original" or "keras3") with `items` replacing its choices."""
-    from convatt.protocol import Protocol
+    from convatt.protocol import TrainingProtocol
 
-    return Protocol.named(name).with_overrides(**items)
+    return TrainingProtocol.named(name).with_overrides(**items)
 
 
 def _check_options(protocol_items: dict, jit_compile) -> None:
     """The options that `RunConfig.check` cannot see: the protocol items' names and `jit_compile`."""
-    from convatt.protocol import Protocol
+    from convatt.protocol import TrainingProtocol
 
-    items = {f.name for f in Protocol.items()}
+    items = {f.name for f in TrainingProtocol.items()}
     unknown = sorted(set(protocol_items) - items)
     if unknown:
         raise ConvattError(f"unknown option(s) {', '.join(unknown)}; protocol items are {', '.join(sorted(items))}")

@@ -23,9 +23,9 @@ import keras
 import numpy as np
 
 from convatt.errors import ConvattError
-from convatt.run.modelfiles import check_keras_file, check_weights_file, load_keras_model
-from convatt.run.schema import CHECKPOINT_FILE, STATE_FILE, best_weights_file, epoch_model_file
-from convatt.run.storage import read_json, write_atomically, write_json
+from convatt.rundir.modelfiles import check_keras_file, check_weights_file, load_keras_model
+from convatt.rundir.schema import CHECKPOINT_FILE, STATE_FILE, best_weights_file, epoch_model_file
+from convatt.rundir.storage import read_json, write_atomically, write_json
 from convatt.training.state import TrainState
 
 _PREVIOUS_STATE = re.compile(r"state-(\d+)\.json")

@@ -33,10 +33,10 @@ from convatt import __version__
 from convatt.errors import ConvattError
 from convatt.model.tagger import count_parameters
 from convatt.model.variants import VARIANTS
-from convatt.protocol import Protocol
-from convatt.run import provenance
-from convatt.run.fingerprint import DataFingerprint
-from convatt.run.schema import (
+from convatt.protocol import TrainingProtocol
+from convatt.rundir import provenance
+from convatt.rundir.fingerprint import DataFingerprint
+from convatt.rundir.schema import (
     CHECKPOINT_DIR,
     CHECKPOINT_FILE,
     CONFIG_FILE,
@@ -46,7 +46,7 @@ from convatt.run.schema import (
     RunConfig,
     RunResult,
 )
-from convatt.run.storage import read_json, remove_temporaries, write_atomically
+from convatt.rundir.storage import read_json, remove_temporaries, write_atomically
 from convatt.training import callbacks as cb
 from convatt.training import interrupt
 from convatt.training.checkpoints import Checkpoints
@@ -62,7 +62,7 @@ class PreparedRun(typing.Protocol):
     fingerprint: DataFingerprint
 
 
-def configure_matmul_precision(protocol: Protocol) -> None:
+def configure_matmul_precision(protocol: TrainingProtocol) -> None:
     """Full float32 matmuls for the original protocol (TF 1.15 had no TF32), else the
     backend's default (TF32 on Ampere and later NVIDIA GPUs). No effect on a CPU."""
     full = protocol.matmul_precision == "highest"

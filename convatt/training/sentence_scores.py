@@ -21,8 +21,8 @@ import pandas as pd
 from convatt.data import EncodedSplit, load_corpus
 from convatt.errors import ConvattError
 from convatt.model.prediction import predict_tags
-from convatt.run.schema import DEV_SENTENCE_SCORES_FILE, SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE, RunConfig
-from convatt.run.storage import write_text
+from convatt.rundir.schema import DEV_SENTENCE_SCORES_FILE, SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE, RunConfig
+from convatt.rundir.storage import write_text
 
 FILES = {"test": SENTENCE_SCORES_FILE, "dev": DEV_SENTENCE_SCORES_FILE}
 

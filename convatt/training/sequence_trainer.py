@@ -21,8 +21,8 @@ import keras
 
 from convatt.data import corpus_files, load_corpus
 from convatt.data.formats import data_format
-from convatt.run.fingerprint import DataFingerprint
-from convatt.run.schema import (
+from convatt.rundir.fingerprint import DataFingerprint
+from convatt.rundir.schema import (
     DEV_SENTENCE_SCORES_FILE,
     SENTENCE_SCORE_COLUMNS,
     SENTENCE_SCORES_FILE,
@@ -30,7 +30,7 @@ from convatt.run.schema import (
     RunConfig,
     RunResult,
 )
-from convatt.run.storage import write_csv, write_json
+from convatt.rundir.storage import write_csv, write_json
 from convatt.sequence.config import make_sequence_config
 from convatt.sequence.data import SequenceSplit, encode_sequences, symbol_vocabulary
 from convatt.sequence.model import build_causal_model

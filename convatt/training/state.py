@@ -15,9 +15,9 @@ import keras
 from convatt.data import EncodedSplit
 from convatt.errors import ConvattError
 from convatt.model.prediction import predict_tags
-from convatt.protocol import Protocol
+from convatt.protocol import TrainingProtocol
 from convatt.protocol.metrics import batch_mean_accuracy, token_accuracy
-from convatt.run.schema import DEV_BITS_COLUMN, RunConfig, check_types
+from convatt.rundir.schema import DEV_BITS_COLUMN, RunConfig, check_types
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class DevScore:
         predicted = predict_tags(model, dev, run.eval_batch_size)
         return cls(token_accuracy(predicted, dev.tags), batch_mean_accuracy(predicted, dev.tags, run.batch_size))
 
-    def selection(self, protocol: Protocol) -> float:
+    def selection(self, protocol: TrainingProtocol) -> float:
         """The early-stopping metric of `protocol`."""
         return self.batch_mean if protocol.early_stopping == "batch-mean" else self.exact
 

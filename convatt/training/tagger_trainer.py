@@ -24,9 +24,9 @@ from convatt.data.corpus import describe_unseen_tags, unseen_tags
 from convatt.model.prediction import evaluate
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import TaggerConfig
-from convatt.run.fingerprint import DataFingerprint
-from convatt.run.schema import VOCAB_FILE, RunConfig, RunResult
-from convatt.run.storage import write_atomically
+from convatt.rundir.fingerprint import DataFingerprint
+from convatt.rundir.schema import VOCAB_FILE, RunConfig, RunResult
+from convatt.rundir.storage import write_atomically
 from convatt.training.feed import TrainBatches
 from convatt.training.loop import Trainer
 from convatt.training.sentence_scores import write_sentence_scores

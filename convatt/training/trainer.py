@@ -6,7 +6,7 @@ patience 3 on dev accuracy over non-PAD tokens (the original's per-batch mean by
 default), then the best epoch's weights are restored and evaluated exactly on dev
 and test.
 
-Run directory (its JSON files typed in `convatt.run.schema`):
+Run directory (its JSON files typed in `convatt.rundir.schema`):
     config.json     the options of the run (`RunConfig`)
     vocab.json      the vocabularies (to re-evaluate the model)
     history.csv     one row per epoch (HISTORY_COLUMNS)
@@ -32,9 +32,9 @@ import keras
 
 from convatt.data.formats import is_sequence_preset
 from convatt.errors import ConvattError
-from convatt.run.advice import saved_run_config
-from convatt.run.modelfiles import check_keras_file
-from convatt.run.schema import (
+from convatt.rundir.advice import saved_run_config
+from convatt.rundir.modelfiles import check_keras_file
+from convatt.rundir.schema import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
     LOCK_FILE,
@@ -44,7 +44,7 @@ from convatt.run.schema import (
     RunResult,
     foreign_entries,
 )
-from convatt.run.storage import os_error_reason, run_lock
+from convatt.rundir.storage import os_error_reason, run_lock
 from convatt.training.callbacks import CURVE_COLUMNS, HISTORY_COLUMNS, Progress
 from convatt.training.checkpoints import Checkpoints
 from convatt.training.loop import Trainer

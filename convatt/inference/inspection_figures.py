@@ -1,4 +1,4 @@
-"""Figures of `convatt inspect`, from the numbers of `convatt.trained.inspection`.
+"""Figures of `convatt inspect`, from the numbers of `convatt.inference.inspection`.
 
 Matplotlib `Figure`s made without pyplot (Agg), as in `convatt.results.plots`.
 """

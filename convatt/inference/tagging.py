@@ -1,4 +1,5 @@
-"""`convatt tag`: a finished run's best model tags new text, CoNLL-U out.
+"""Tagging with a finished run's best model, CoNLL-U out: `convatt tag` (`tag_run`, in chunks)
+and the Python API (`convatt.inference.api`, `tag_sentences`).
 
 Sentences are encoded exactly as in training (`convatt.data.encode_split`): one
 longer than the model's `max_len` is cut into consecutive pieces of at most
@@ -160,7 +161,7 @@ def tag_run(
 ) -> TaggingStats:
     """Tag `blocks` with the best model of `run`, handing each chunk's CoNLL-U to `write` as it
     is done; `progress` sees the running totals after each chunk; notes and rates go to `log`."""
-    from convatt.trained.loading import load_run
+    from convatt.inference.loading import load_run
 
     start = time.perf_counter()
     trained = load_run(run)

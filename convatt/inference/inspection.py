@@ -29,7 +29,7 @@ import pandas as pd
 from convatt.data import EncodedSplit, encode_split
 from convatt.data.batching import iterate_batches
 from convatt.errors import ConvattError
-from convatt.trained.loading import TrainedRun, load_run
+from convatt.inference.loading import TrainedRun, load_run
 
 STAT_COLUMNS = ["layer", "head", "stage", "mean_entropy", "mean_max_weight", "uniform_entropy", "n_rows", "zero_rows"]
 
@@ -234,7 +234,7 @@ def chosen_sentence(run: TrainedRun, sentence: str | None, dev_index: int, log: 
 
 def _weight_figures(run: TrainedRun, label: str) -> list[tuple[str, object | None, str]]:
     """(file stem, figure or None, why there is none) for the learned weights."""
-    from convatt.trained import inspection_figures as figures
+    from convatt.inference import inspection_figures as figures
 
     model, variant = run.model, run.settings.variant
     ap, rb, temp, conv = (
@@ -271,7 +271,7 @@ def _weight_figures(run: TrainedRun, label: str) -> list[tuple[str, object | Non
 
 def _conv_kernel_figures(conv: dict, variant: str, label: str) -> list[tuple[str, object | None, str]]:
     """`_weight_figures`' items of the attention convolutions: one 2d figure, or one per layer of 1d kernels."""
-    from convatt.trained import inspection_figures as figures
+    from convatt.inference import inspection_figures as figures
 
     if any(kind == "2d" for kind, _, _ in conv.values()):
         return [("conv_kernels", figures.conv2d_kernels(conv, label), "")]
@@ -284,7 +284,7 @@ def _conv_kernel_figures(conv: dict, variant: str, label: str) -> list[tuple[str
 
 
 def _map_figures(run: TrainedRun, tokens: list[str], label: str) -> list[tuple[str, object, str]]:
-    from convatt.trained import inspection_figures as figures
+    from convatt.inference import inspection_figures as figures
 
     inputs = next(iterate_batches(encode(run, [tokens]), 1))[0]
     items = []
@@ -305,10 +305,10 @@ def inspect_run(
 ) -> list[Path]:
     """Write the figures (PNG and PDF) and attention_statistics.csv of a run to `out`; return the
     files. The dev split is read from `data` where given, else from the run's own corpus."""
+    from convatt.inference import inspection_figures as figures
     from convatt.results.frames import label_of
     from convatt.results.output import save
-    from convatt.run.storage import write_text
-    from convatt.trained import inspection_figures as figures
+    from convatt.rundir.storage import write_text
 
     trained = load_run(run, data)
     label = label_of(trained.settings.variant)

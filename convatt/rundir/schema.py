@@ -5,7 +5,7 @@
                     RESULT_FILE, CHECKPOINT_DIR/ (STATE_FILE, epoch_model_file(n),
                     best_weights_file(n)), LOCK_FILE, LOG_FILE; HISTORY_COLUMNS, CURVE_COLUMNS
     RunConfig   config.json: the options of one run (`convatt train`), its protocol;
-                `tagger_config()` builds its TaggerConfig, `check()` its option ranges
+                `tagger_config()` builds a tagger run's TaggerConfig, `check()` its option ranges
     RunResult   result.json: written last; its presence means the run is complete
     Setting     what sets a run apart from the paper's protocol (for the tables);
                 data, rendered by `Setting.label`, never parsed back
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from convatt.errors import ConvattError
-from convatt.protocol import DEFAULT_PROTOCOL, LEGACY_PROTOCOL, ORIGINAL, Protocol
-from convatt.run.storage import is_our_temporary, read_json, write_json
+from convatt.protocol import DEFAULT_PROTOCOL, LEGACY_PROTOCOL, ORIGINAL, TrainingProtocol
+from convatt.rundir.storage import is_our_temporary, read_json, write_json
 
 if TYPE_CHECKING:
     from convatt.model.variants import TaggerConfig
@@ -110,7 +110,7 @@ SENTENCE_SCORE_COLUMNS = [
     "ambiguous_correct",
 ]
 LEGACY_KEYS = ("preset", "variant", "seed", "data")  # what a config.json without "format" must hold
-FINGERPRINT_KEY = "data_fingerprint"  # beside the options in config.json (convatt.run.fingerprint)
+FINGERPRINT_KEY = "data_fingerprint"  # beside the options in config.json (convatt.rundir.fingerprint)
 _TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "dict": dict, "list": list}
 
 
@@ -159,7 +159,7 @@ class RunConfig:
     curve_until: int = 2000  # record the curve up to this global step (-1: always)
     eval_batch_size: int = 256
     jit_compile: bool | str = "auto"
-    protocol: Protocol = DEFAULT_PROTOCOL
+    protocol: TrainingProtocol = DEFAULT_PROTOCOL
     precision: str = "float32"  # a Keras dtype policy: float32 (the paper's), mixed_bfloat16, mixed_float16
     computation: int = COMPUTATION  # not an option: what the code computes (see COMPUTATION)
 
@@ -184,7 +184,7 @@ class RunConfig:
         protocol = data.get("protocol")
         if protocol is not None and not isinstance(protocol, dict):
             raise ConvattError(f"damaged run configuration: protocol is {protocol!r}, expected an object", where)
-        values["protocol"] = LEGACY_PROTOCOL if protocol is None else Protocol.from_dict(protocol, where)
+        values["protocol"] = LEGACY_PROTOCOL if protocol is None else TrainingProtocol.from_dict(protocol, where)
         values.setdefault("computation", COMPUTATION_BEFORE_SPARSE_FIX)
         missing = missing_fields(cls, values)
         if missing:
@@ -234,19 +234,22 @@ class RunConfig:
     def check(self, flags: bool = False) -> None:
         """Options a run cannot start with, before anything is written (and, from the
         CLI, before Keras is loaded); `flags`: name them as `convatt train`'s options."""
-        config = self.tagger_config()
-        if _is_sequence_preset(self.preset):
-            from convatt.sequence.config import make_sequence_config
+        from convatt.data.formats import FORMATS, data_format
+        from convatt.model.variants import check_variant
 
-            make_sequence_config(self.preset, self.variant)  # a variant the causal model builds
+        fmt = data_format(self.preset)  # an unknown preset, with a suggestion
+        if fmt.is_sequence_task:  # the names only: each kind of run's trainer builds its model's config
+            from convatt.sequence.config import check_sequence_run
+
+            check_sequence_run(self.preset, self.variant)  # a variant the causal model builds
+        else:
+            check_variant(self.variant)
         name = (lambda field: "--" + field.replace("_", "-")) if flags else (lambda field: field)
         check_seed(self.seed, name("seed"))
         _check_precision(self.precision, name("precision"))
         for field, minimum in OPTION_MINIMUMS.items():
             check_at_least(name(field), getattr(self, field), minimum)
-        if self.embeddings and not config.pretrained_words:
-            from convatt.data.formats import FORMATS
-
+        if self.embeddings and not fmt.pretrained_words:
             pretrained = [f.name for f in FORMATS.values() if f.pretrained_words]
             raise ConvattError(
                 f"{name('embeddings')} applies to the {' and '.join(pretrained)} preset"
@@ -300,12 +303,6 @@ def preset_epochs(preset: str) -> int:
     from convatt.data.formats import FORMATS
 
     return FORMATS[preset].max_epochs if preset in FORMATS else PAPER_EPOCHS
-
-
-def _is_sequence_preset(preset: str) -> bool:
-    from convatt.data.formats import is_sequence_preset
-
-    return is_sequence_preset(preset)
 
 
 def option_default(name: str):
@@ -376,7 +373,7 @@ class Setting:
     """What sets a run apart from the paper's protocol. Runs of different settings are
     never averaged together; the paper's own setting is `Setting()`."""
 
-    protocol: str = ORIGINAL  # `Protocol.label()`
+    protocol: str = ORIGINAL  # `TrainingProtocol.label()`
     mask_padding: bool = False
     limit: int | None = None
     max_epochs: int | None = None  # None: the paper's 100
@@ -429,10 +426,10 @@ class RunResult:
     wall_seconds: float
     backend: str
     convatt_version: str
-    protocol: str = ORIGINAL  # Protocol.label(), for readers of result.json alone
-    source_commit: str = ""  # the code's git commit (`convatt.run.provenance`); "" in older results
+    protocol: str = ORIGINAL  # TrainingProtocol.label(), for readers of result.json alone
+    source_commit: str = ""  # the code's git commit (`convatt.rundir.provenance`); "" in older results
     machine: str = ""  # architecture, CPUs, the device Keras computed on; "" in older results
-    # What decides the last bits of the numbers (`convatt.run.provenance.Platform`); "" / {} in older results
+    # What decides the last bits of the numbers (`convatt.rundir.provenance.Platform`); "" / {} in older results
     cpu: str = ""  # the CPU's model name
     cpu_features: str = ""  # its instruction sets that choose kernels (avx2 avx512f ...)
     onednn: str = ""  # "on" / "off" under TensorFlow, "not used" under another backend

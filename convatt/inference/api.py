@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from convatt.data.tokenize import TokenizedSentence, sentences_of
 from convatt.data.untagged import text_block
-from convatt.trained.loading import TrainedRun, load_run
-from convatt.trained.tagging import tag_sentences
+from convatt.inference.loading import TrainedRun, load_run
+from convatt.inference.tagging import tag_sentences
 
 
 @dataclass(frozen=True)

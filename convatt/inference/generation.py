@@ -18,8 +18,8 @@ import numpy as np
 
 from convatt.data.formats import data_format
 from convatt.errors import ConvattError
-from convatt.run.schema import VOCAB_FILE, RunConfig
-from convatt.trained.loading import check_run_dir
+from convatt.inference.loading import check_run_dir
+from convatt.rundir.schema import VOCAB_FILE, RunConfig
 
 FIRST_SYMBOL = 2  # ids 0 and 1 are PAD and OOV: never generated
 

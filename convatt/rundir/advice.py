@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 
 from convatt.errors import ConvattError
-from convatt.run.schema import CONFIG_FILE, RunConfig
+from convatt.rundir.schema import CONFIG_FILE, RunConfig
 
 # RunConfig fields without a `convatt train` option (set through the Python API only)
 _NO_OPTION = ("patience", "batch_size")

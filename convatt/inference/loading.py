@@ -1,7 +1,7 @@
 """A finished run, loaded for use: its settings, vocabularies and best model.
 
 `convatt tag`, `convatt evaluate` and `convatt inspect` read a run directory only
-through this module (its file names: `convatt.run.schema`).
+through this module (its file names: `convatt.rundir.schema`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from convatt.data import Corpus, Vocabularies, load_corpus
 from convatt.data.formats import data_format
 from convatt.errors import ConvattError
 from convatt.model.variants import TaggerConfig
-from convatt.run.modelfiles import load_keras_model
-from convatt.run.schema import CONFIG_FILE, MODEL_FILE, TRAINED_RUN_FILES, VOCAB_FILE, RunConfig
+from convatt.rundir.modelfiles import load_keras_model
+from convatt.rundir.schema import CONFIG_FILE, MODEL_FILE, TRAINED_RUN_FILES, VOCAB_FILE, RunConfig
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def load_vocabularies(run: str | os.PathLike) -> Vocabularies:
 def load_model(run: str | os.PathLike):
     """The run's best model (MODEL_FILE), compiled as it was trained; a damaged file is a ConvattError."""
     import convatt.model.tagger  # noqa: F401  registers the tagger's own layers for deserialisation
-    from convatt.run.modelfiles import MODEL_LOST_REMEDY
+    from convatt.rundir.modelfiles import MODEL_LOST_REMEDY
 
     return load_keras_model(check_run_dir(run) / MODEL_FILE, MODEL_LOST_REMEDY)
 

@@ -32,7 +32,7 @@ import pandas as pd
 
 from convatt.data.formats import FORMATS
 from convatt.errors import ConvattError
-from convatt.run.schema import CONFIG_FILE, CURVE_FILE, DEV_BITS_COLUMN, HISTORY_FILE, RunConfig, RunResult, Setting
+from convatt.rundir.schema import CONFIG_FILE, CURVE_FILE, DEV_BITS_COLUMN, HISTORY_FILE, RunConfig, RunResult, Setting
 
 # What the tables and plots read; older runs lack the batch-mean column.
 HISTORY_NUMBERS = ("epoch", "loss", "train_accuracy", "dev_accuracy", "seconds")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from convatt.data import encode_split, load_corpus
 from convatt.data.corpus import describe_unseen_tags, unseen_tags
+from convatt.inference.loading import load_model, load_run_corpus, load_settings, load_vocabularies
 from convatt.model.prediction import evaluate
-from convatt.trained.loading import load_model, load_run_corpus, load_settings, load_vocabularies
 from convatt.training.sentence_scores import FILES, write_sentence_scores
 
 

@@ -1,1 +1,0 @@
-"""Using a finished run: loading it, evaluating, tagging new text, inspecting what it learned."""
