@@ -9,7 +9,7 @@ from pathlib import Path
 from convatt.cli._common import load_backend, precisions
 from convatt.errors import ConvattError
 
-TAGGER_DEFAULTS = {
+TAGGER_DEFAULTS = {  # the tagger benchmark's options (`run_benchmark`'s arguments) and their defaults
     "preset": "ptb",
     "variant": "san-pe-add",
     "precision": "float32",
@@ -85,14 +85,7 @@ def cmd_bench(args) -> None:
     load_backend(args.debug)
     from convatt.speed.bench import run_benchmark
 
-    run_benchmark(
-        preset=args.preset,
-        variant=args.variant,
-        quick=args.quick,
-        precision=args.precision,
-        memory=args.memory,
-        reference=args.reference,
-    )
+    run_benchmark(quick=args.quick, **{name: getattr(args, name) for name in TAGGER_DEFAULTS})
 
 
 def add_command(sub) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,12 @@ class Corpus:
     def all_sentences(self) -> list[Sentence]:
         """train + dev + test, in that order."""
         return self.train + self.dev + self.test
+
+    def limited(self, limit: int | None) -> Corpus:
+        """At most `limit` sentences of each split, the first ones (None: the whole corpus)."""
+        if not limit:
+            return self
+        return dataclasses.replace(self, train=self.train[:limit], dev=self.dev[:limit], test=self.test[:limit])
 
 
 def unseen_tags(train, evaluated) -> dict[str, int]:

@@ -144,31 +144,43 @@ UD = register(
 )
 
 # Beyond tagging: causal sequence tasks (`convatt.sequence`), their runs in the same run directories.
-TOY = register(
-    DataFormat(
-        "toy",
-        "Find-the-block",
-        read=read_find_block,
-        files=lambda path: [path],
-        default_data=EMBEDDED_DATA_DIR / "find-block" / "n5-l2.json",
+
+
+def sequence_task(name: str, label: str, read, files, default_data: Path, task: str, max_epochs: int) -> DataFormat:
+    """A causal sequence task's format: the tagger's attributes (tag column, word embedding) do not apply."""
+    return DataFormat(
+        name,
+        label,
+        read,
+        files,
+        default_data,
         tag_column="",
         word_dim=0,
         pretrained_words=False,
-        task="find-block",
+        task=task,
+        max_epochs=max_epochs,
+    )
+
+
+TOY = register(
+    sequence_task(
+        "toy",
+        "Find-the-block",
+        read_find_block,
+        lambda path: [path],
+        EMBEDDED_DATA_DIR / "find-block" / "n5-l2.json",
+        "find-block",
         max_epochs=3,  # 1,875 batches: minutes on a 2-core CPU (docs/results/toy_task.md)
     )
 )
 CHAR_LM = register(
-    DataFormat(
+    sequence_task(
         "charlm",
         "Char LM",
-        read=read_char_text,
-        files=_ud_files,
-        default_data=EMBEDDED_DATA_DIR / "ud-2.2" / "UD_English-GUM",
-        tag_column="",
-        word_dim=0,
-        pretrained_words=False,
-        task="char-lm",
+        read_char_text,
+        _ud_files,
+        EMBEDDED_DATA_DIR / "ud-2.2" / "UD_English-GUM",
+        "char-lm",
         max_epochs=6,  # 414 batches (docs/results/char_lm.md)
     )
 )

@@ -385,22 +385,20 @@ def ptb_table(runs: pd.DataFrame) -> Table:
 
 def ud_macro_table(runs: pd.DataFrame) -> Table:
     """Table 2c: UD test accuracy, macro mean over treebanks, beside the paper's."""
-    title, notes, frame = (
-        "Table 2c: UD test accuracy (%), macro mean over treebanks",
-        ud_notes(runs),
-        ud_macro_frame(runs),
-    )
-    return Table("table2c_ud_macro", title, frame, ud_macro_markdown(frame, notes, title), notes)
+    title = "Table 2c: UD test accuracy (%), macro mean over treebanks"
+    return _ud_table("table2c_ud_macro", title, runs, ud_macro_frame, ud_macro_markdown)
 
 
 def ud_treebank_table(runs: pd.DataFrame) -> Table:
     """Table 2d: test accuracy (all words) per treebank and variant, beside the paper's."""
-    title, notes, frame = (
-        "Table 2d: UD test accuracy (%) per treebank, all words",
-        ud_notes(runs),
-        ud_treebank_frame(runs),
-    )
-    return Table("table2d_ud_per_treebank", title, frame, ud_treebank_markdown(frame, notes, title), notes)
+    title = "Table 2d: UD test accuracy (%) per treebank, all words"
+    return _ud_table("table2d_ud_per_treebank", title, runs, ud_treebank_frame, ud_treebank_markdown)
+
+
+def _ud_table(name: str, title: str, runs: pd.DataFrame, to_frame, to_markdown) -> Table:
+    """A UD table: its numbers (`to_frame`), then their Markdown (`to_markdown`), with the UD notes."""
+    notes, frame = ud_notes(runs), to_frame(runs)
+    return Table(name, title, frame, to_markdown(frame, notes, title), notes)
 
 
 def build_tables(

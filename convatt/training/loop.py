@@ -60,6 +60,8 @@ class PreparedRun(typing.Protocol):
     train: typing.Any
     dev: typing.Any
     fingerprint: DataFingerprint
+    corpus_name: str  # result.json's corpus
+    note: str  # what was done to the corpus (--limit), result.json's corpus_note
 
 
 def configure_matmul_precision(protocol: TrainingProtocol) -> None:
@@ -247,15 +249,17 @@ class Trainer:
         keras.utils.set_random_seed(self.run_config.seed)  # the initial weights, as the run's seed says
         return self.build(data), TrainState()
 
-    def result_fields(self, state: TrainState, n_params: int) -> dict:
-        """result.json's fields that are the same for every kind of run: which run it is and how
-        it was made."""
+    def result_fields(self, data: PreparedRun, state: TrainState, n_params: int) -> dict:
+        """result.json's fields that are the same for every kind of run: which run it is, on which
+        corpus, and how it was made."""
         run = self.run_config
         return dict(
             preset=run.preset,
             variant=run.variant,
             label=VARIANTS[run.variant].label,
             seed=run.seed,
+            corpus=data.corpus_name,
+            corpus_note=data.note,
             **self._provenance(state, n_params),
         )
 

@@ -14,7 +14,6 @@ directory and lock; only the data, the model and what result.json measures diffe
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import keras
@@ -55,11 +54,7 @@ class PreparedSequences:
 
 def prepare_sequences(run: RunConfig) -> PreparedSequences:
     """Read the corpus (pairs of symbol and next symbol) and encode it at its longest sequence."""
-    corpus = load_corpus(run.preset, run.data)
-    if run.limit:
-        corpus = dataclasses.replace(
-            corpus, train=corpus.train[: run.limit], dev=corpus.dev[: run.limit], test=corpus.test[: run.limit]
-        )
+    corpus = load_corpus(run.preset, run.data).limited(run.limit)
     symbols = symbol_vocabulary(corpus)
     max_len = max(len(s) for s in corpus.all_sentences())
     exact = data_format(run.preset).task == "find-block"
@@ -138,14 +133,12 @@ class SequenceTrainer(Trainer):
         for name, file in (("test", SENTENCE_SCORES_FILE), ("dev", DEV_SENTENCE_SCORES_FILE)):
             write_csv(self.out / file, scores[name].sentence_rows(), SENTENCE_SCORE_COLUMNS)
         return RunResult(
-            corpus=data.corpus_name,
             is_sample=False,
-            corpus_note=data.note,
             vectors_note="",
             mask_padding=False,
             dev=scores["dev"].to_json(),
             test=scores["test"].to_json(),
-            **self.result_fields(state, n_params),
+            **self.result_fields(data, state, n_params),
         )
 
     def test_summary(self, result: RunResult) -> str:

@@ -57,11 +57,7 @@ def out_of_vocabulary(corpus, words) -> set[str]:
 
 def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
     """Read the corpus, build vocabularies, encode, and load word vectors."""
-    corpus = load_corpus(run.preset, run.data)
-    if run.limit:
-        corpus = dataclasses.replace(
-            corpus, train=corpus.train[: run.limit], dev=corpus.dev[: run.limit], test=corpus.test[: run.limit]
-        )
+    corpus = load_corpus(run.preset, run.data).limited(run.limit)
     vocab = build_vocabularies(corpus, run.preset, run.protocol)
     vectors, vectors_note = _word_vectors(run, config, corpus, vocab) if config.pretrained_words else (None, "")
     note = " ".join(s for s in [corpus.note, f"(--limit {run.limit})" if run.limit else ""] if s)
@@ -164,15 +160,15 @@ class TaggerTrainer(Trainer):
 
     def result(self, model: keras.Model, data: PreparedData, state: TrainState, n_params: int) -> RunResult:
         run, tag_names = self.run_config, list(data.vocab.tags.tokens)
+        scores = {
+            name: evaluate(model, getattr(data, name), tag_names, run.eval_batch_size) for name in ("dev", "test")
+        }
         result = RunResult(
-            corpus=data.corpus_name,
             is_sample=data.is_sample,
-            corpus_note=data.note,
             vectors_note=data.vectors_note,
             mask_padding=run.mask_padding,
-            dev=evaluate(model, data.dev, tag_names, run.eval_batch_size),
-            test=evaluate(model, data.test, tag_names, run.eval_batch_size),
-            **self.result_fields(state, n_params),
+            **scores,
+            **self.result_fields(data, state, n_params),
         )
         write_sentence_scores(self.out, model, run, self.config.max_len, {"test": data.test, "dev": data.dev})
         return result
