@@ -46,6 +46,7 @@ class Sample:
     whole_prefix: str
     cached_symbols_per_second: float
     whole_prefix_symbols_per_second: float
+    largest_logit_difference: float  # |cached - whole prefix| over every step of the cached text
 
     @property
     def identical(self) -> bool:
@@ -100,8 +101,20 @@ def run_samples(run: Path, prompts: list[str], length: int) -> list[Sample]:
         cached, whole = (generate(steps, request.prompt_ids, n, greedy, use_cache) for use_cache in (True, False))
         text = ["".join(request.symbols[i] for i in made.ids) for made in (cached, whole)]
         rates = (cached.symbols_per_second, whole.symbols_per_second)
-        samples.append(Sample(*run_fields, prompt, *text, *rates))
+        gap = largest_logit_difference(steps, request.prompt_ids + cached.ids[:-1], len(request.prompt_ids))
+        samples.append(Sample(*run_fields, prompt, *text, *rates, gap))
     return samples
+
+
+def largest_logit_difference(steps, ids: list[int], start: int) -> float:
+    """The largest |cached - whole-prefix| logit at positions start - 1 ... of `ids` (the prompt: `ids[:start]`)."""
+    import numpy as np
+
+    gap = np.abs(steps.cached_logits(ids[:start], 0) - steps.whole_prefix_logits(ids[:start])).max()
+    for i in range(start, len(ids)):
+        step = steps.cached_logits(ids[i : i + 1], i) - steps.whole_prefix_logits(ids[: i + 1])
+        gap = max(gap, np.abs(step).max())
+    return float(gap)
 
 
 def collect(runs: Path, seed: int, count: int, words: int, length: int) -> pd.DataFrame:
@@ -121,7 +134,8 @@ def code_cell(text: str) -> str:
 
 
 def _same_cell(sample) -> str:
-    return "yes" if sample.identical else f"no: {code_cell(sample.whole_prefix)}"
+    largest = f"largest logit difference {sample.largest_logit_difference:.1e}"
+    return f"yes ({largest})" if sample.identical else f"no: {code_cell(sample.whole_prefix)} ({largest})"
 
 
 def render(samples: pd.DataFrame) -> str:
@@ -135,8 +149,8 @@ def render(samples: pd.DataFrame) -> str:
     ]
     seeds, commits = sorted(set(samples["seed"])), sorted(set(samples["source_commit"]))
     intro = (
-        f"Greedy text of the character language models (seed {', '.join(map(str, seeds))} of each setting; "
-        f"their code's commit: {', '.join(commits)}), after prompts from the test text, a character at a time "
+        f"Greedy text of the character language models below (seed {', '.join(map(str, seeds))}; the code "
+        f"that trained them: commit {', '.join(commits)}), after prompts from the test text, a character at a time "
         f"with each attention layer's cache; the last column compares it with re-running the whole prefix. "
         f"⏎ is a newline (a sentence's end). Written by `experiments/lm_samples.py` from {NAME}.csv."
     )
@@ -166,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "collect":
             frame = collect(args.runs, args.seed, args.prompts, args.prompt_words, args.length)
-            write_text(args.out / f"{NAME}.csv", frame.to_csv(index=False, float_format="%.4f"))
+            write_text(args.out / f"{NAME}.csv", frame.to_csv(index=False, float_format="%.4g"))
         write_page(args.out)
     except (ConvattError, OSError) as error:
         print(f"lm_samples: error: {error}", file=sys.stderr)

@@ -130,6 +130,7 @@ def test_the_samples_script_writes_each_test_prompts_text_cached_and_by_the_whol
     assert lm_samples.main([str(a) for a in argv]) == 0
     samples = pd.read_csv(tmp_path / "lm_samples.csv", keep_default_na=False)
     assert len(samples) == 2 and samples["identical"].all() and (samples["cached"].str.len() == 6).all()
+    assert (samples["largest_logit_difference"] < 1e-4).all() and samples["largest_logit_difference"].notna().all()
     test_text = "\n" + split_text(read_ud(LINES).test[:48])
     assert all(f"\n{prompt}" in test_text for prompt in samples["prompt"])  # each begins a test sentence
     page = (tmp_path / "lm_samples.md").read_text()
@@ -138,10 +139,11 @@ def test_the_samples_script_writes_each_test_prompts_text_cached_and_by_the_whol
 
 def test_the_samples_page_shows_a_text_that_differs_without_the_cache_and_newlines_as_marks():
     sample = dict(variant="san-pe-add", seed=1, source_commit="abc1234", test_bits_per_symbol=3.6, prompt="The ")
-    frame = pd.DataFrame([{**sample, "cached": "a|b\nc", "whole_prefix": "a|b\nd", "identical": False}])
-    page = _lm_samples().render(frame)
-    assert "| `The ` | `a\\|b⏎c` | no: `a\\|b⏎d` |" in page and "0 of 1 texts are the same" in page
-    assert "seed 1 of each setting; their code's commit: abc1234" in page
+    texts = {"cached": "a|b\nc", "whole_prefix": "a|b\nd", "identical": False, "largest_logit_difference": 0.25}
+    page = _lm_samples().render(pd.DataFrame([{**sample, **texts}]))
+    assert "| `The ` | `a\\|b⏎c` | no: `a\\|b⏎d` (largest logit difference 2.5e-01) |" in page
+    assert "0 of 1 texts are the same" in page
+    assert "(seed 1; the code that trained them: commit abc1234)" in page
 
 
 def test_the_samples_script_without_finished_runs_is_one_line(tmp_path, capsys):
