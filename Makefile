@@ -20,6 +20,8 @@
 #   make lm-long-results  docs/results/lm-long/ from the longer char LM runs in LM_LONG_RUNS (finished or not),
 #                       and its table's copy in docs/results/char_lm.md
 #   make beyond-committed docs/results/beyond/ char_lm, toy_task, seeds_* again from their CSVs' per-seed numbers
+#   make lm-samples     docs/results/beyond/lm_samples.{csv,md}: greedy text of the char LM runs in RUNS
+#                       (seed: the first of SEEDS), cached and by the whole prefix, and its table's copy in docs/results/char_lm.md
 #   make status         how many runs of each grid are finished (and queued/running on Slurm),
 #                       each unfinished run's epoch and best dev accuracy so far
 #   make test           the test suite (TensorFlow, then the layer tests and the training tests
@@ -304,6 +306,13 @@ lm-long-results: | $(VENV_STAMP)
 
 beyond-committed: | $(VENV_STAMP)
 	$(VENV)/bin/python experiments/beyond_pages.py committed --out docs/results/beyond
+
+# ---- greedy samples of the character LM runs under RUNS (lm-all's layout; the first of SEEDS) after
+# prompts from the test text, with each layer's cache and by the whole prefix (experiments/lm_samples.py) ----
+.PHONY: lm-samples
+lm-samples: | $(VENV_STAMP)
+	$(VENV)/bin/python experiments/lm_samples.py collect --runs $(RUNS) --seed $(firstword $(SEEDS))
+	$(VENV)/bin/python experiments/readme_tables.py docs/results/char_lm.md
 
 count_done = $(words $(wildcard $(1))) of $(words $(1))
 # where Slurm answers: ", N queued, M running on Slurm" (array tasks of RUNS/slurm/ submissions)

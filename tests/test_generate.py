@@ -3,15 +3,18 @@ CLI's text, speed line and one-line errors."""
 
 import json
 import shutil
+import sys
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from convatt.inference.generation import CausalSteps, Sampling, generate
 from convatt.model.variants import CHARLM_VARIANTS
 from convatt.sequence.config import make_sequence_config
 from convatt.sequence.model import build_causal_model
+from tests.conftest import ROOT
 from tests.test_sequence_tasks import LINES, tiny_run
 
 N_SYMBOLS, MAX_LEN = 12, 16
@@ -39,7 +42,7 @@ def test_cached_greedy_decoding_is_whole_prefix_decoding(variant):
 def charlm_run(tmp_path_factory):
     from convatt.training.trainer import train_run
 
-    out = tmp_path_factory.mktemp("generate") / "lm"
+    out = tmp_path_factory.mktemp("generate") / "charlm" / "san-pe-add-conv2d-pre" / "seed3"  # as make lm-all lays out
     train_run(tiny_run("charlm", LINES, out, epochs=1), log=lambda line: None)
     return out
 
@@ -69,7 +72,8 @@ def test_the_cli_writes_the_prompt_and_its_continuation_the_same_with_and_withou
     whole = convatt("generate", charlm_run, "--prompt", "The ", "--length", 12, "--greedy", "--no-cache")
     assert cached.returncode == 0, cached.stderr
     assert cached.stdout == whole.stdout and cached.stdout.startswith("The ") and len(cached.stdout) == 4 + 12 + 1
-    assert "symbols/s (cached)" in cached.stderr and "(whole prefix)" in whole.stderr
+    assert "symbols/s (cached), after" in cached.stderr and "(whole prefix), after" in whole.stderr
+    assert cached.stderr.strip().endswith("s tracing"), cached.stderr  # the rate is decoding's, tracing apart
     sampled = convatt("generate", charlm_run, "--prompt", "The ", "--length", 12, "--top-k", 5, "--seed", 3)
     assert sampled.returncode == 0 and sampled.stdout.startswith("The "), sampled.stderr
 
@@ -107,3 +111,43 @@ def test_the_decoding_benchmark_prints_both_rates_and_their_ratio(capsys):
     row = capsys.readouterr().out.splitlines()[-1].split("|")
     assert row[1].strip() == "san-pe-add-conv2d-pre" and row[2].strip() == "12"
     assert float(row[3]) > 0 and float(row[4]) > 0 and row[5].strip().endswith("x")
+
+
+def _lm_samples():
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import lm_samples  # experiments/lm_samples.py
+
+    return lm_samples
+
+
+def test_the_samples_script_writes_each_test_prompts_text_cached_and_by_the_whole_prefix(charlm_run, tmp_path):
+    from convatt.data.char_text import split_text
+    from convatt.data.ud import read_ud
+
+    lm_samples = _lm_samples()
+    runs = charlm_run.parents[2]
+    argv = ["collect", "--runs", runs, "--seed", 3, "--prompts", 2, "--length", 6, "--out", tmp_path]
+    assert lm_samples.main([str(a) for a in argv]) == 0
+    samples = pd.read_csv(tmp_path / "lm_samples.csv", keep_default_na=False)
+    assert len(samples) == 2 and samples["identical"].all() and (samples["cached"].str.len() == 6).all()
+    assert (samples["largest_logit_difference"] < 1e-4).all() and samples["largest_logit_difference"].notna().all()
+    test_text = "\n" + split_text(read_ud(LINES).test[:48])
+    assert all(f"\n{prompt}" in test_text for prompt in samples["prompt"])  # each begins a test sentence
+    page = (tmp_path / "lm_samples.md").read_text()
+    assert "| SAN+PE[add]+Conv2d[pre] |" in page and "2 of 2 texts are the same" in page
+
+
+def test_the_samples_page_shows_a_text_that_differs_without_the_cache_and_newlines_as_marks():
+    sample = dict(variant="san-pe-add", seed=1, source_commit="abc1234", test_bits_per_symbol=3.6, prompt="The ")
+    texts = {"cached": "a|b\nc", "whole_prefix": "a|b\nd", "identical": False, "largest_logit_difference": 0.25}
+    page = _lm_samples().render(pd.DataFrame([{**sample, **texts}]))
+    assert "| `The ` | `a\\|b⏎c` | no: `a\\|b⏎d` (largest logit difference 2.5e-01) |" in page
+    assert "0 of 1 texts are the same" in page
+    assert "(seed 1; the code that trained them: commit abc1234)" in page
+
+
+def test_the_samples_script_without_finished_runs_is_one_line(tmp_path, capsys):
+    assert _lm_samples().main(["collect", "--runs", str(tmp_path), "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"lm_samples: error: no finished run RUNS/charlm/<variant>/seed1 (result.json) under {tmp_path}"
+    )

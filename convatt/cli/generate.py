@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 from convatt.cli._common import load_backend
 from convatt.errors import ConvattError
@@ -20,18 +21,22 @@ def cmd_generate(args) -> None:
     request = check_request(args.run, args.prompt, args.length)  # before Keras is loaded
     sampling = Sampling(args.greedy, args.temperature, args.top_k, args.seed)
     load_backend(args.debug)
-    from convatt.inference.generation import CausalSteps, generate
+    from convatt.inference.generation import CausalSteps, check_length, generate
     from convatt.inference.loading import load_model
 
     steps = CausalSteps(load_model(request.run))
+    check_length(steps, request.prompt_ids, args.length)
+    tracing = time.perf_counter()  # a first short generation traces the steps: the rate below is decoding's
+    generate(steps, request.prompt_ids, min(2, args.length), sampling, not args.no_cache)
+    tracing = time.perf_counter() - tracing
     progress = _progress if args.length >= PROGRESS_FROM and sys.stderr.isatty() else None
     made = generate(steps, request.prompt_ids, args.length, sampling, not args.no_cache, progress)
     if progress is not None:
         print(file=sys.stderr)
     print(args.prompt + "".join(request.symbols[i] for i in made.ids))
     how = "whole prefix" if args.no_cache else "cached"
-    print(f"{len(made.ids)} symbols in {made.seconds:.2f} s: {made.symbols_per_second:.1f} symbols/s ({how})",
-          file=sys.stderr)  # fmt: skip
+    rate = f"{made.symbols_per_second:.1f} symbols/s ({how})"
+    print(f"{len(made.ids)} symbols in {made.seconds:.2f} s: {rate}, after {tracing:.2f} s tracing", file=sys.stderr)
 
 
 def _progress(done: int, seconds: float) -> None:
