@@ -26,7 +26,7 @@ import pandas as pd
 
 from convatt.errors import ConvattError
 from convatt.results.markdown import markdown_table, page
-from convatt.run.storage import write_text
+from convatt.rundir.storage import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 BEYOND = ROOT / "docs" / "results" / "beyond"
@@ -69,7 +69,7 @@ def prompts_from_test_text(run: Path, count: int, words: int) -> list[str]:
     import json
 
     from convatt.data.ud import read_ud
-    from convatt.run.schema import VOCAB_FILE, RunConfig
+    from convatt.rundir.schema import VOCAB_FILE, RunConfig
 
     config = RunConfig.load(run)
     seen = set(json.loads((run / VOCAB_FILE).read_text(encoding="utf-8"))["symbols"])
@@ -86,9 +86,9 @@ def prompts_from_test_text(run: Path, count: int, words: int) -> list[str]:
 
 def run_samples(run: Path, prompts: list[str], length: int) -> list[Sample]:
     """Each prompt's greedy continuation by the run's model, cached and by the whole prefix."""
-    from convatt.run.schema import RunResult
     from convatt.inference.generation import CausalSteps, Sampling, check_request, generate
     from convatt.inference.loading import load_model
+    from convatt.rundir.schema import RunResult
 
     result, steps, greedy = RunResult.load(run), CausalSteps(load_model(run)), Sampling(greedy=True)
     run_fields = (result.variant, result.seed, result.source_commit, result.test["bits_per_symbol"])
