@@ -50,7 +50,8 @@ def filter_and_relu(attention, kernel, bias, row_offsets: list[int], future_open
     @ops.custom_gradient
     def convolve(attention, kernel, bias, open_rows):
         scales = [open_rows if offset > 0 else None for offset in row_offsets]
-        outputs = stencil(attention, kernel, row_offsets, col_offsets, scales, bias=bias, relu=True)
+        outputs = stencil(attention, kernel, row_offsets, col_offsets, scales) + ops.reshape(bias, (1, -1, 1, 1))
+        outputs = ops.relu(outputs)
 
         def gradient(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
@@ -99,10 +100,13 @@ def filter_heads(attention, kernel, row_offsets: list[int], future_open=None):
 
 
 def _after(x, upstream):
-    """`x` plus `0 x` an entry of `upstream`: equal for finite values, but computed from the
-    gradient, so that XLA computes what the gradient derives from `x` (a padded, transposed copy) in
-    the backward pass instead of keeping it from the forward pass (optimisation barriers are
-    removed before fusion on a CPU)."""
+    """`x`, under JAX as `x + 0 * upstream[0, 0, 0, 0]` (equal for a finite gradient): computed from
+    the gradient, so that XLA makes what the gradient derives from `x` (its padded, channels-last
+    copy) in the backward pass instead of keeping it from the forward pass, one matrix less at
+    the peak (XLA drops optimisation barriers before fusing on a CPU). TensorFlow runs each op
+    as written: `x` itself."""
+    if keras.backend.backend() != "jax":
+        return x
     return x + 0.0 * upstream[:1, :1, :1, :1]
 
 
@@ -121,9 +125,7 @@ def _stencil_gradients(x, upstream, kernel, row_offsets: list[int], col_offsets:
     return d_input, stencil_kernel_gradient(x, upstream, row_offsets, col_offsets, scales)
 
 
-def stencil(
-    x, kernel, row_offsets: list[int], col_offsets: list[int], row_scales: list | None = None, bias=None, relu=False
-):
+def stencil(x, kernel, row_offsets: list[int], col_offsets: list[int], row_scales: list | None = None):
     """`out[b, h, i, j] = sum_{r, c} kernel[h, r, c] * scale_r * x[b, h, i + row_offsets[r], j +
     col_offsets[c]]` (zero outside; `scale_r` = `row_scales[r]` or 1) as a sum of shifted
     slices of the zero-padded `x`, which XLA fuses into one pass over the matrix."""
@@ -142,8 +144,7 @@ def stencil(
             if row_scales is not None and row_scales[row] is not None:
                 row_sum = row_sum * ops.reshape(row_scales[row], (-1, 1, 1))
             total = row_sum if total is None else total + row_sum
-        total = total if bias is None else total + bias[head]
-        heads.append(ops.relu(total) if relu else total)
+        heads.append(total)
     return ops.stack(heads, axis=1)
 
 
