@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import pytest
 
-from convatt.speed.attention import (
+from convatt.speed.attention_bench import (
     ATTENTION_CASES,
     CORE,
     KERAS,

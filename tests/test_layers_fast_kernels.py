@@ -10,6 +10,7 @@ from kernel_gradients import value_and_gradients
 from convatt.layers import AttentionConv2D, RelativePositionRepresentation
 from convatt.layers.attention_conv2d import convolve_heads
 from convatt.layers.relative_position_representation import spread_by_distance, sum_by_distance
+from convatt.layers.talking_heads import mix_heads
 
 ATOL = 2e-5
 
@@ -83,4 +84,13 @@ def test_distance_spreads_and_sums_equal_gathers(q, k, clip):
     _close(
         value_and_gradients(lambda x: sum_by_distance(x, clip), weights),
         value_and_gradients(lambda x: keras.ops.einsum("bhqk,qkr->bhqr", x, one_hot), weights),
+    )
+
+
+def test_talking_heads_mixing_equals_the_einsum():
+    rng = np.random.default_rng(7)
+    maps, kernel = rng.normal(size=(2, 3, 5, 6)), rng.normal(size=(3, 3))
+    _close(
+        value_and_gradients(mix_heads, maps, kernel),
+        value_and_gradients(lambda m, w: keras.ops.einsum("bhqk,hg->bgqk", m, w), maps, kernel),
     )

@@ -421,7 +421,7 @@ def test_a_plain_causal_call_takes_keras_fused_causal_path(monkeypatch):
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the compiled step's memory analysis is JAX's")
 def test_a_plain_causal_call_takes_as_much_memory_as_keras_layer():
-    from convatt.speed.attention import _layer_step
+    from convatt.speed.attention_bench import _layer_step
 
     x = keras.ops.convert_to_tensor(inputs(1, length=64))
     theirs = _layer_step(keras.layers.MultiHeadAttention(H, K), x, causal=True)

@@ -42,7 +42,7 @@ def _check_options(args) -> None:
 
 def _attention_settings(args):
     """`AttentionSettings` of the options given; the --quick ones or the defaults for the others."""
-    from convatt.speed.attention import QUICK_SETTINGS, AttentionSettings, check_settings
+    from convatt.speed.attention_bench import QUICK_SETTINGS, AttentionSettings, check_settings
 
     given = {field: getattr(args, option) for option, field in ATTENTION_OPTIONS.items()}
     given = {field: tuple(v) if isinstance(v, list) else v for field, v in given.items() if v is not None}
@@ -64,7 +64,7 @@ def _bench_attention(args) -> None:
     _check_out(args.out)
     load_backend(args.debug)
     settings = _attention_settings(args)
-    from convatt.speed.attention import render_markdown, run_attention_benchmark, write_csv
+    from convatt.speed.attention_bench import render_markdown, run_attention_benchmark, write_csv
 
     result = run_attention_benchmark(settings)
     print()

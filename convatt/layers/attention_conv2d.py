@@ -21,10 +21,48 @@ def kernel_pair(kernel_size) -> tuple[int, int]:
 
 def convolve_heads(attention, kernel, bias, activation, causal: bool = False, future_open=None):
     """`AttentionConv2D`'s computation from its weights: `activation(filter_heads(...) + bias)`,
-    the filter's rows on rows `i - rows + 1 .. i` when `causal`, else centred (Keras' 'same')."""
+    the filter's rows on rows `i - rows + 1 .. i` when `causal`, else centred (Keras' 'same').
+    With a ReLU (the paper's), one function with its own gradient (`filter_and_relu`)."""
     offsets = query_tap_offsets(kernel.shape[1], causal)
-    outputs = filter_heads(attention, kernel, offsets, future_open=None if causal else future_open)
+    future_open = None if causal else future_open
+    if activation is keras.activations.relu:
+        return filter_and_relu(attention, kernel, bias, offsets, future_open)
+    outputs = filter_heads(attention, kernel, offsets, future_open=future_open)
     return activation(outputs + ops.reshape(bias, (1, -1, 1, 1)))
+
+
+def filter_and_relu(attention, kernel, bias, row_offsets: list[int], future_open=None):
+    """`relu(filter_heads(attention, ...) + bias)` as one function with its own gradient, which
+    keeps no more than autodiff of a ReLU must: the ReLU's mask is read from the output
+    (`relu(x) > 0` where `x > 0`; the product with the values keeps it anyway), and what the
+    kernel's gradient derives from the input (a padded, transposed copy) is computed in the
+    backward pass (`_after`), not kept from the forward pass.
+
+    Args:
+        attention: float `(batch, heads, query_len, key_len)`.
+        kernel: float `(heads, rows, cols)`; bias: float `(heads,)`.
+        row_offsets: the query row each kernel row reads, relative to row `i`.
+        future_open: optional float `(batch, 1, 1, 1)` (see `filter_heads`).
+    """
+    col_offsets = _col_offsets(kernel.shape[2])
+    open_rows = ops.ones((1, 1, 1, 1), "float32") if future_open is None else future_open
+
+    @ops.custom_gradient
+    def convolve(attention, kernel, bias, open_rows):
+        scales = [open_rows if offset > 0 else None for offset in row_offsets]
+        outputs = stencil(attention, kernel, row_offsets, col_offsets, scales) + ops.reshape(bias, (1, -1, 1, 1))
+        outputs = ops.relu(outputs)
+
+        def gradient(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            upstream = ops.where(ops.greater(outputs, 0), upstream, ops.zeros_like(upstream))
+            anchored = _after(attention, upstream)
+            d_input, d_kernel = _stencil_gradients(anchored, upstream, kernel, row_offsets, col_offsets, scales)
+            return d_input, d_kernel, ops.sum(upstream, axis=(0, 2, 3)), ops.zeros_like(open_rows)
+
+        return outputs, gradient
+
+    return convolve(attention, kernel, bias, open_rows)
 
 
 def filter_heads(attention, kernel, row_offsets: list[int], future_open=None):
@@ -35,9 +73,7 @@ def filter_heads(attention, kernel, row_offsets: list[int], future_open=None):
     j + c - (cols - 1) // 2]`, zero outside the matrix (the key axis as Keras' 'same'),
     the kernel rows of positive offsets (later queries) times `future_open` when given.
     Forward and input gradient are `stencil`s (shifted multiply-adds, one fused pass
-    under XLA); the kernel's gradient is one depthwise convolution of the input with the
-    output gradient as its filter (XLA leaves a per-tap sum's shifted slices
-    unfused: a matrix copy per tap).
+    under XLA); the kernel's gradient a multiply-and-sum of shifted slices per tap.
 
     Args:
         attention: float `(batch, heads, query_len, key_len)`.
@@ -46,8 +82,7 @@ def filter_heads(attention, kernel, row_offsets: list[int], future_open=None):
             (`query_tap_offsets`: contiguous, 0 among them).
         future_open: optional float `(batch, 1, 1, 1)`.
     """
-    cols = kernel.shape[2]
-    col_offsets = [col - (cols - 1) // 2 for col in range(cols)]
+    col_offsets = _col_offsets(kernel.shape[2])
     open_rows = ops.ones((1, 1, 1, 1), "float32") if future_open is None else future_open
 
     @ops.custom_gradient
@@ -56,15 +91,38 @@ def filter_heads(attention, kernel, row_offsets: list[int], future_open=None):
 
         def gradient(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
-            mirrored = ops.flip(kernel, axis=(1, 2))  # out[i] reads in[i + d]: in[i] gets out[i - d]
-            rows, columns = [-d for d in reversed(row_offsets)], [-d for d in reversed(col_offsets)]
-            d_input = stencil(upstream, mirrored, rows, columns, scales[::-1])
-            d_kernel = stencil_kernel_gradient(attention, upstream, row_offsets, col_offsets, scales)
+            d_input, d_kernel = _stencil_gradients(attention, upstream, kernel, row_offsets, col_offsets, scales)
             return d_input, d_kernel, ops.zeros_like(open_rows)
 
         return stencil(attention, kernel, row_offsets, col_offsets, scales), gradient
 
     return convolve(attention, kernel, open_rows)
+
+
+def _after(x, upstream):
+    """`x`, under JAX as `x + 0 * upstream[0, 0, 0, 0]` (equal for a finite gradient): computed from
+    the gradient, so that XLA makes what the gradient derives from `x` (its padded, channels-last
+    copy) in the backward pass instead of keeping it from the forward pass, one matrix less at
+    the peak (XLA drops optimisation barriers before fusing on a CPU). TensorFlow runs each op
+    as written: `x` itself."""
+    if keras.backend.backend() != "jax":
+        return x
+    return x + 0.0 * upstream[:1, :1, :1, :1]
+
+
+def _col_offsets(cols: int) -> list[int]:
+    """The key column each kernel column reads, relative to column `j` (Keras' 'same')."""
+    return [col - (cols - 1) // 2 for col in range(cols)]
+
+
+def _stencil_gradients(x, upstream, kernel, row_offsets: list[int], col_offsets: list[int], scales: list):
+    """`stencil`'s gradients with respect to `x` and the kernel, given its output's gradient:
+    the input's is the stencil with the mirrored kernel (`out[i]` reads `in[i + d]`, so
+    `in[i]` gets `out[i - d]`)."""
+    mirrored = ops.flip(kernel, axis=(1, 2))
+    rows, columns = [-d for d in reversed(row_offsets)], [-d for d in reversed(col_offsets)]
+    d_input = stencil(upstream, mirrored, rows, columns, scales[::-1])
+    return d_input, stencil_kernel_gradient(x, upstream, row_offsets, col_offsets, scales)
 
 
 def stencil(x, kernel, row_offsets: list[int], col_offsets: list[int], row_scales: list | None = None):

@@ -10,6 +10,22 @@ from keras import ops
 from convatt.layers._utils import check_scores_shape
 
 
+def mix_heads(maps, kernel):
+    """`out[b, g, q, k] = sum_h maps[b, h, q, k] * kernel[h, g]` as one batched matrix product
+    per example, `kernel^T (heads, heads) @ maps (heads, q * k)`: every operand and the result
+    in their own layout (the einsum `bhqk,hg->bgqk` made XLA move the heads last and back, a
+    copy of the maps each way, in both passes).
+
+    Args:
+        maps: `(batch, heads, query_len, key_len)`.
+        kernel: `(heads, heads)` indexed `[input_head, output_head]`, in `maps`' dtype.
+    """
+    shape = ops.shape(maps)
+    flat = ops.reshape(maps, (shape[0], shape[1], -1))
+    mixing = ops.broadcast_to(ops.transpose(kernel), (shape[0], kernel.shape[1], kernel.shape[0]))
+    return ops.reshape(ops.matmul(mixing, flat), shape)
+
+
 @keras.saving.register_keras_serializable(package="convatt")
 class TalkingHeadsProjection(keras.layers.Layer):
     """A learned `num_heads x num_heads` mixing of attention maps across heads.
@@ -70,7 +86,7 @@ class TalkingHeadsProjection(keras.layers.Layer):
 
     def call(self, attention):
         check_scores_shape(self.name, attention.shape, self.num_heads)
-        return ops.einsum("bhqk,hg->bgqk", attention, ops.cast(self.kernel, attention.dtype))
+        return mix_heads(attention, ops.cast(self.kernel, attention.dtype))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
