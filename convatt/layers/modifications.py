@@ -144,7 +144,8 @@ class Modification:
     """One row of `MODIFICATIONS`.
 
     Attributes:
-        name: the sublayer's name: its weights' path and its key in `layer.modifications`.
+        name: the sublayer's name (its weights' path and its key in `layer.modifications`),
+            or the name of the layer's own weight.
         attr: the layer attribute holding the sublayer or weight (its path in `.keras`
             files: never rename it, or saved models stop loading).
         flag: the constructor option that turns it on (truthy, or not None for an int option).
