@@ -358,10 +358,10 @@ class ModifiedAttention:
 
     The host layer sets `num_heads` and `modification_dims` (`(key_dim, value_dim)` of a
     head), calls `_init_modifications` in its constructor and `_build_modifications` in
-    `build`; a call runs `_projected` on its projections, makes its `_context`, computes
-    its attention maps with `_attention_maps` and adds `_value_terms` to the product with
-    the values. What the host adds around that (Keras' projections, dropout, the output
-    projection) is its own.
+    `build`; a call runs `_projected` on its projections, makes its context
+    (`_modification_context`), computes its attention maps with `_attention_maps` and
+    adds `_value_terms` to the product with the values. What the host adds around that
+    (Keras' projections, dropout, the output projection) is its own.
     """
 
     def _init_modifications(self, options: dict[str, Any], max_len: int | None) -> None:
@@ -454,7 +454,7 @@ class ModifiedAttention:
         change them (the temperature); `value` None where the caller needs no values."""
         return self._apply("projections", (query, key, value), None)
 
-    def _context(self, query, key, keep, use_causal_mask: bool, causal: bool) -> AttentionContext:
+    def _modification_context(self, query, key, keep, use_causal_mask: bool, causal: bool) -> AttentionContext:
         """The context of one call on the (projected) `query` and `key`: `keep` `(b, 1, q, k)`
         or None, with the causal mask and-ed in when `use_causal_mask`; the convolutions'
         query taps on the past when `causal` (the call's mask is causal) or `conv_causal`."""

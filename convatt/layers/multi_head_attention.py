@@ -299,7 +299,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         query, key, value = self._projected(query, key, value)
         keep = None if attention_mask is None else keep_mask(attention_mask)
         # Keras passes `use_causal_mask` only where it built no mask (its fused path)
-        context = self._context(query, key, keep, use_causal_mask, self._causal_call)
+        context = self._modification_context(query, key, keep, use_causal_mask, self._causal_call)
         _, attention = self._attention_maps(query, key, context)
         dropped = self._dropout_layer(ops.cast(attention, self.compute_dtype), training=training)
         output = self._value_terms(ops.einsum(self._combine_equation, dropped, value), dropped, context)

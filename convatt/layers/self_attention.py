@@ -212,12 +212,12 @@ class SelfAttention(ModifiedAttention, keras.layers.Layer):
         """
         query, key, _ = self._projections(inputs, with_values=False)
         keep = combine_attention_masks(mask, attention_mask)
-        return self._attention_maps(query, key, self._context(query, key, keep, use_causal_mask, False))
+        return self._attention_maps(query, key, self._modification_context(query, key, keep, use_causal_mask, False))
 
     def call(self, inputs, mask=None, attention_mask=None, return_attention_scores=False, use_causal_mask=False):
         query, key, value = self._projections(inputs)  # (b, t, h, d)
         keep = combine_attention_masks(mask, attention_mask)
-        context = self._context(query, key, keep, use_causal_mask, False)
+        context = self._modification_context(query, key, keep, use_causal_mask, False)
         _, attention = self._attention_maps(query, key, context)
         outputs = ops.einsum("bhqk,bkhd->bqhd", ops.cast(attention, self.compute_dtype), value)
         outputs = self._value_terms(outputs, attention, context)  # no dropout: the float32 attention
