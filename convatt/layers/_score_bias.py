@@ -8,6 +8,12 @@ from keras import ops
 from convatt.layers._utils import check_scores_shape
 
 
+def query_key_offsets(query_positions, key_len):
+    """`(rows, key_len)`: each row's query position minus the key positions `0 .. key_len - 1`."""
+    keys = ops.arange(key_len, dtype=query_positions.dtype)
+    return ops.expand_dims(query_positions, 1) - ops.expand_dims(keys, 0)
+
+
 class ScoreBias(keras.layers.Layer):
     """Adds a bias `(num_heads, query_len, key_len)` to attention scores, in float32.
 

@@ -85,12 +85,19 @@ def check_scores_shape(
         )
     if num_heads is not None and shape[1] is not None and shape[1] != num_heads:
         raise ValueError(f"{layer} was built for num_heads={num_heads}; received scores of shape {shape}.")
-    if max_len is not None:
-        for name, size in (("query_len", shape[2]), ("key_len", shape[3])):
-            if size is not None and size > max_len:
-                raise ValueError(
-                    f"{layer} was built for max_len={max_len}; received {name}={size} (scores shape {shape})."
-                )
+    for name, size in (("query_len", shape[2]), ("key_len", shape[3])):
+        check_length(
+            size,
+            max_len,
+            f"{layer} was built for max_len={max_len}; received {name}={{length}} (scores shape {shape}).",
+        )
+
+
+def check_length(length: int | None, max_len: int | None, message: str) -> None:
+    """The one `max_len` check: a ValueError with `message` (`{length}` filled in) where a known
+    `length` exceeds a `max_len` (None: any length)."""
+    if max_len is not None and length is not None and length > max_len:
+        raise ValueError(message.replace("{length}", str(length)))
 
 
 def large_negative(dtype: str) -> float:
@@ -120,6 +127,32 @@ def combine_attention_masks(mask, attention_mask):
 def softmax_float32(scores, axis: int = -1):
     """Softmax computed in float32 (stable under float16/bfloat16 policies), cast back."""
     return keras.ops.cast(keras.ops.softmax(keras.ops.cast(scores, "float32"), axis=axis), scores.dtype)
+
+
+def masked_softmax(scores, keep=None):
+    """The softmax over the last axis of the pairs `keep` allows (boolean, broadcast to
+    `scores`; None: every pair), in float32, returned in `scores`' dtype: masked scores get
+    a large negative number (finite: no NaN rows) and masked weights are 0 after it, so a
+    fully masked row is 0 (not uniform)."""
+    if keep is None:
+        return softmax_float32(scores)
+    scores = keras.ops.where(keep, scores, keras.ops.cast(large_negative(scores.dtype), scores.dtype))
+    weights = softmax_float32(scores)
+    return weights * keras.ops.cast(keep, weights.dtype)
+
+
+def causal_keep(query_positions, key_len):
+    """The one causal mask: boolean `(rows, key_len)`, True where key `j <=` the row's query
+    position (Keras' causal mask for the positions `0 .. q - 1`); a row at a position < 0
+    (before the sequence: a convolution's padding in cached decoding) keeps no key."""
+    positions = keras.ops.expand_dims(query_positions, 1)
+    keys = keras.ops.expand_dims(keras.ops.arange(key_len, dtype=positions.dtype), 0)
+    return keras.ops.logical_and(keras.ops.less_equal(keys, positions), keras.ops.greater_equal(positions, 0))
+
+
+def lower_triangular_keep(query_len, key_len):
+    """Boolean `(1, 1, q, k)`: True where key `j <=` query `i` (`causal_keep` of `0 .. q - 1`)."""
+    return causal_keep(keras.ops.arange(query_len), key_len)[None, None]
 
 
 def query_tap_offsets(kernel_size: int, causal: bool) -> list[int]:
@@ -178,8 +211,7 @@ def require_length(x, axis: int, max_len: int, message: str):
     compile-time error in an op named for `max_len` (no position table is read past it)."""
     length = x.shape[axis]
     if length is not None:
-        if length > max_len:
-            raise ValueError(message.replace("{length}", str(length)))
+        check_length(length, max_len, message)
         return x
     if keras.backend.backend() != "tensorflow":  # JAX and PyTorch trace static shapes
         return x

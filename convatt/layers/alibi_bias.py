@@ -6,7 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from convatt.layers._score_bias import ScoreBias
+from convatt.layers._score_bias import ScoreBias, query_key_offsets
 
 
 @keras.saving.register_keras_serializable(package="convatt")
@@ -55,11 +55,15 @@ class AlibiBias(ScoreBias):
         """The per-head slopes `2^(-8h / n)`, `h = 1 .. n`."""
         return 2.0 ** (-8.0 * np.arange(1, self.num_heads + 1) / self.num_heads)
 
+    def bias_for_offsets(self, offsets):
+        """The bias `-m_h * |i - j|` in float32 for query-minus-key offsets `i - j` (an int
+        tensor `(q, k)`): shape `(num_heads, q, k)`."""
+        slopes = ops.convert_to_tensor(self.slopes.reshape(-1, 1, 1), dtype="float32")
+        return -slopes * ops.cast(ops.expand_dims(ops.abs(offsets), 0), "float32")
+
     def bias_float32(self, query_len, key_len):
         """The bias `(num_heads, query_len, key_len)`, in float32."""
-        distance = ops.abs(ops.expand_dims(ops.arange(query_len), 1) - ops.expand_dims(ops.arange(key_len), 0))
-        slopes = ops.convert_to_tensor(self.slopes.reshape(-1, 1, 1), dtype="float32")
-        return -slopes * ops.cast(ops.expand_dims(distance, 0), "float32")
+        return self.bias_for_offsets(query_key_offsets(ops.arange(query_len), key_len))
 
     def get_config(self) -> dict:
         config = super().get_config()

@@ -25,7 +25,8 @@ import math
 
 from keras import ops
 
-from convatt.layers._utils import large_negative
+from convatt.layers._score_bias import query_key_offsets
+from convatt.layers._utils import causal_keep
 from convatt.layers.attention_conv2d import kernel_pair
 from convatt.layers.modifications import AttentionContext
 
@@ -130,19 +131,12 @@ def cached_call(
     return (output, attention, cache) if return_attention_scores else (output, cache)
 
 
-def _causal_keep(positions, key_len):
-    """Boolean `(t, key_len)`: key `j <= ` the row's position, and the position is a real one."""
-    positions = ops.expand_dims(positions, 1)
-    keys = ops.expand_dims(ops.arange(key_len, dtype=positions.dtype), 0)
-    return ops.logical_and(ops.less_equal(keys, positions), ops.greater_equal(positions, 0))
-
-
 def _new_rows_mask(query_proj, key_proj, start, attention_mask, use_causal_mask):
     """The new rows' mask `(b, t, key_len)` or None: the caller's, and the causal one if asked."""
     mask = None if attention_mask is None else ops.cast(attention_mask, "bool")
     if use_causal_mask:
         positions = ops.cast(start, "int32") + ops.arange(ops.shape(query_proj)[1], dtype="int32")
-        causal = ops.expand_dims(_causal_keep(positions, ops.shape(key_proj)[1]), 0)
+        causal = ops.expand_dims(causal_keep(positions, ops.shape(key_proj)[1]), 0)
         mask = causal if mask is None else ops.logical_and(mask, causal)
     return mask
 
@@ -162,16 +156,15 @@ def _modified_attention(layer, query_proj, cache, start, mask, training):
     if earlier:  # the earlier queries' rows (positions < 0: zero rows, the convolution's padding)
         past = ops.take(cache[:, QUERIES, ...], ops.maximum(positions[:earlier], 0), axis=1)
         queries = ops.concatenate([ops.cast(past, query_proj.dtype), query_proj], axis=1)
-    queries, keys, values = layer._with_temperature(queries, cache[:, KEYS, ...], cache[:, VALUES, ...])
+    queries, keys, values = layer._projected(queries, cache[:, KEYS, ...], cache[:, VALUES, ...])
     keep = _rows_keep(positions, ops.shape(keys)[1], mask, earlier)
     attention = _attention_rows(layer, queries, keys, AttentionContext(queries, keep, True, None), positions)
     attention = attention[:, :, earlier:, :]
     dropped = layer._dropout_layer(ops.cast(attention, layer.compute_dtype), training=training)
     output = ops.einsum(layer._combine_equation, dropped, values)
-    shaw = layer.modifications.get("relative_position_representation")
-    if shaw is not None:
-        value_term = _shaw_value_term(shaw, dropped, positions[earlier:])
-        output = ops.cast(ops.cast(output, "float32") + value_term, layer.compute_dtype)
+    for row, sublayer in layer._active("values"):
+        term = VALUE_TERMS[row.name](sublayer, dropped, positions[earlier:])
+        output = ops.cast(ops.cast(output, "float32") + term, layer.compute_dtype)
     return output, ops.cast(attention, layer.compute_dtype)
 
 
@@ -181,7 +174,7 @@ def _rows_keep(positions, key_len, mask, earlier: int):
     new_rows = ops.shape(positions)[0] - earlier
     keep = ops.ones((1, new_rows, key_len), dtype="bool") if mask is None else ops.cast(mask, "bool")
     if earlier:
-        past = ops.expand_dims(_causal_keep(positions[:earlier], key_len), 0)
+        past = ops.expand_dims(causal_keep(positions[:earlier], key_len), 0)
         past = ops.broadcast_to(past, (ops.shape(keep)[0], earlier, key_len))
         keep = ops.concatenate([past, keep], axis=1)
     return ops.expand_dims(keep, 1)
@@ -195,17 +188,12 @@ def _attention_rows(layer, queries, keys, context: AttentionContext, positions):
     key_len = ops.shape(keys)[1]
     for row, sublayer in layer._active("scores"):
         scores = scores + SCORE_TERMS[row.name](sublayer, positions, key_len, queries)
-    scores = layer._apply("logits", scores, context)
-    scores = ops.where(context.keep, scores, large_negative("float32"))
-    attention = ops.softmax(scores, axis=-1) * ops.cast(context.keep, "float32")
-    weights = layer._apply("weights", attention, context)
-    return layer._apply("attention", weights, context)
+    return layer._attention_after_scores(scores, context)[1]
 
 
 def _offsets(positions, key_len):
     """`(rows, key_len)`: query position minus key position (positions < 0 read as 0)."""
-    rows = ops.expand_dims(ops.maximum(positions, 0), 1)
-    return rows - ops.expand_dims(ops.arange(key_len, dtype=positions.dtype), 0)
+    return query_key_offsets(ops.maximum(positions, 0), key_len)
 
 
 def _position_interaction(sublayer, positions, key_len, queries):
@@ -213,17 +201,9 @@ def _position_interaction(sublayer, positions, key_len, queries):
     return ops.take(table, ops.maximum(positions, 0), axis=1)
 
 
-def _relative_bias(sublayer, positions, key_len, queries):
-    offsets = _offsets(positions, key_len)
-    if sublayer.parameterization == "lookup":
-        return ops.take(ops.cast(sublayer.biases, "float32"), offsets + sublayer.max_len, axis=1)
-    return ops.take(sublayer._distance_profile(), offsets % (2 * sublayer.max_len), axis=1)
-
-
-def _alibi(sublayer, positions, key_len, queries):
-    distance = ops.cast(ops.abs(_offsets(positions, key_len)), "float32")
-    slopes = ops.convert_to_tensor(sublayer.slopes.reshape(-1, 1, 1), dtype="float32")
-    return -slopes * ops.expand_dims(distance, 0)
+def _bias_by_offset(sublayer, positions, key_len, queries):
+    """`RelativeBias`' and `AlibiBias`' bias: it depends on the offset `i - j` only."""
+    return sublayer.bias_for_offsets(_offsets(positions, key_len))
 
 
 def _shaw_indices(sublayer, positions, key_len):
@@ -246,8 +226,11 @@ def _shaw_value_term(sublayer, attention, positions):
 
 SCORE_TERMS = {
     "position_interaction": _position_interaction,
-    "relative_bias": _relative_bias,
+    "relative_bias": _bias_by_offset,
     "relative_position_representation": _shaw_key_term,
-    "alibi": _alibi,
+    "alibi": _bias_by_offset,
 }
 """The terms of the `scores` stage, for query rows at given positions: `(h or b h, rows, keys)`."""
+
+VALUE_TERMS = {"relative_position_representation": _shaw_value_term}
+"""The terms of the `values` stage, for query rows at given positions: `(b, rows, h, d_v)`, float32."""

@@ -8,7 +8,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from convatt.layers._utils import combine_attention_masks, large_negative, per_head_initializer, softmax_float32
+from convatt.layers._utils import combine_attention_masks, masked_softmax, per_head_initializer
 
 
 @keras.saving.register_keras_serializable(package="convatt")
@@ -140,17 +140,11 @@ class DenserSelfAttention(keras.layers.Layer):
         query, key = self._segments(inputs, self.query_kernel), self._segments(inputs, self.key_kernel)
         scores = ops.einsum("bqhis,bkhjs->bhijqk", query, key)
         scores = scores * ops.cast(1.0 / math.sqrt(self.key_dim // self.segments), scores.dtype)
-        keep = combine_attention_masks(mask, attention_mask)
-        if keep is not None:
-            keep = keep[:, :, None, None]  # (b, 1, 1, 1, q, k)
-            scores = ops.where(keep, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
+        keep = combine_attention_masks(mask, attention_mask)  # (b, 1, q, k): every map's
         # TensorFlow's softmax takes at most rank 5: one (q, k) map per row of a rank-4 tensor.
         shape = ops.shape(scores)
-        probs = softmax_float32(ops.reshape(scores, (shape[0], -1, shape[4], shape[5])))
-        maps = ops.mean(ops.reshape(probs, shape), axis=3)  # the 1/w sum over the key segments j
-        if keep is not None:
-            maps = maps * ops.cast(keep[:, :, 0], maps.dtype)
-        return maps
+        probs = masked_softmax(ops.reshape(scores, (shape[0], -1, shape[4], shape[5])), keep)
+        return ops.mean(ops.reshape(probs, shape), axis=3)  # the 1/w sum over the key segments j
 
     def call(self, inputs, mask=None, attention_mask=None):
         maps = self.attention_probabilities(inputs, mask, attention_mask)

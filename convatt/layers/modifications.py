@@ -1,13 +1,13 @@
 """The attention modifications of Dufter et al. (2020) and their neighbours, as one table.
 
 `MODIFICATIONS` is one ordered table of the ways to modify the attention: each row names
-the constructor options that turn it on, the sublayer it makes (a layer file of its
-own) and the stage at which that sublayer acts on the attention. `ModifiedAttention`
-is the one implementation of the table: a mixin that both `SelfAttention` (the
-tagger's layer) and `MultiHeadAttention` (the drop-in for Keras') inherit, so both
-compute the same attention from the same code. A new modification is a layer file,
-one row here and, for the tagger, one field of `convatt.model.variants.Variant` of the
-same name as its flag.
+the constructor options that turn it on, the sublayer (a layer file of its own) or
+weight it makes and the stages at which it acts. `ModifiedAttention` is the one
+implementation of the table: a mixin that both `SelfAttention` (the tagger's layer) and
+`MultiHeadAttention` (the drop-in for Keras') inherit, so both compute the same
+attention from the same code. A new modification is a layer file, one row here and,
+for the tagger, one field of `convatt.model.variants.Variant` of the same name as its
+flag.
 
 Causality: only the convolutions mix the rows of different queries; every other
 modification acts on each (query, key) pair or on each query's own row. So the
@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import keras
 import numpy as np
 from keras import ops
 
-from convatt.layers._utils import large_negative, require_length
+from convatt.layers._utils import check_length, lower_triangular_keep, masked_softmax, require_length
 from convatt.layers.alibi_bias import AlibiBias
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D, kernel_pair
@@ -35,17 +35,23 @@ from convatt.layers.position_interaction import PositionInteraction
 from convatt.layers.relative_bias import RelativeBias
 from convatt.layers.relative_position_representation import RelativePositionRepresentation
 from convatt.layers.talking_heads import TalkingHeadsProjection
+from convatt.layers.temperature_dense import scale_by_temperature
 
 CONVS = (None, "1d", "2d")
 
-STAGES = ("scores", "logits", "weights", "attention")
+STAGES = ("projections", "scores", "logits", "weights", "attention", "values")
 """Where a modification acts, in the order of the computation:
+    projections  transforms the projected `(query, key, value)`, each `(b, t, h, d)` in the
+               compute dtype (value None where the caller needs no values); the context
+               is made from its queries, so this stage gets none
     scores     adds a term to the scaled scores `Q K^T / sqrt(d_h)` (float32)
     logits     transforms the scores just before the softmax (masked scores are set to
                a large negative number after this stage)
     weights    transforms the softmax's weights
     attention  transforms the weights into the matrix multiplied with the values
                (masked pairs are set to 0 again after it)
+    values     adds to the product `attention V` `(b, q, h, d_v)` (compute dtype), given
+               the attention that multiplied the values (`AttentionContext.weights`)
 Within a stage, modifications act in table order."""
 
 
@@ -62,19 +68,15 @@ class AttentionContext:
             lower-triangular (a causal mask, however built) and 1 for the others; the
             centred convolutions multiply their taps on later rows with it. None when
             there is no mask (every tap is open) or `causal` (no tap on a later row).
+        weights: the attention `(b, h, q, k)` that multiplied the values (the `values`
+            stage reads it); None before that product.
     """
 
     query: Any
     keep: Any = None
     causal: bool = False
     future_open: Any = None
-
-
-def lower_triangular_keep(query_len, key_len):
-    """Boolean `(1, 1, q, k)`: True where key `j <= ` query `i` (Keras' causal mask)."""
-    rows = ops.expand_dims(ops.arange(query_len), 1)
-    cols = ops.expand_dims(ops.arange(key_len), 0)
-    return ops.expand_dims(ops.expand_dims(ops.greater_equal(rows, cols), 0), 0)
+    weights: Any = None
 
 
 def attention_context(query, keep, causal: bool) -> AttentionContext:
@@ -142,17 +144,21 @@ class Modification:
     """One row of `MODIFICATIONS`.
 
     Attributes:
-        name: the sublayer's name: its weights' path and its key in `layer.modifications`.
-        attr: the layer attribute holding the sublayer (its path in `.keras` files:
-            never rename it, or saved models stop loading).
+        name: the sublayer's name (its weights' path and its key in `layer.modifications`),
+            or the name of the layer's own weight.
+        attr: the layer attribute holding the sublayer or weight (its path in `.keras`
+            files: never rename it, or saved models stop loading).
         flag: the constructor option that turns it on (truthy, or not None for an int option).
         options: the constructor options it adds, with their defaults and checks
             (`(name, value) -> value`, a ValueError naming the option for a value it does
             not take; `flag` among them); they are attributes of the layer and part of its config.
-        make: `(layer, name, dtype_policy) -> sublayer`.
-        stage: one of `STAGES`, or `layer -> stage` when an option moves it.
-        apply: `(layer, sublayer, tensor, context) -> tensor`, float32 in and out.
-        build: `(sublayer, scores_shape, query_shape) -> None`; default `sublayer.build(scores_shape)`.
+        make: `(layer, name, dtype_policy) -> sublayer`, or None for a weight of the layer
+            itself (made by `build`).
+        acts: `{stage: apply}` (stages of `STAGES`), or `layer -> {stage: apply}` when an
+            option moves it; `apply` is `(layer, sublayer, tensor, context) -> tensor`
+            (float32 in and out from `scores` to `attention`).
+        build: `(layer, sublayer, scores_shape, query_shape) -> None`; default
+            `sublayer.build(scores_shape)`.
         per_position: whether it has weights per absolute position or offset (then the
             layer needs `max_len` and takes no longer input); `layer -> bool` when an
             option decides.
@@ -162,21 +168,30 @@ class Modification:
     attr: str
     flag: str
     options: dict[str, tuple[Any, Callable[[Any], Any]]]
-    make: Callable[..., keras.layers.Layer]
-    stage: str | Callable[[Any], str]
-    apply: Callable[..., Any]
-    build: Callable[..., None] = field(default=lambda sublayer, scores_shape, query_shape: sublayer.build(scores_shape))
+    make: Callable[..., keras.layers.Layer] | None
+    acts: dict[str, Callable[..., Any]] | Callable[[Any], dict[str, Callable[..., Any]]]
+    build: Callable[..., None] = field(
+        default=lambda layer, sublayer, scores_shape, query_shape: sublayer.build(scores_shape)
+    )
     per_position: bool | Callable[[Any], bool] = False
 
     def is_on(self, layer) -> bool:
         value = getattr(layer, self.flag)
         return value is not None and value is not False
 
-    def stage_of(self, layer) -> str:
-        return self.stage(layer) if callable(self.stage) else self.stage
+    def acts_of(self, layer) -> dict[str, Callable[..., Any]]:
+        return self.acts(layer) if callable(self.acts) else self.acts
 
     def needs_max_len(self, layer) -> bool:
         return self.per_position(layer) if callable(self.per_position) else self.per_position
+
+
+def _switch(name: str, make, acts, attr: str = "", flag: str = "", owns_flag: bool = True, **fields) -> Modification:
+    """A row turned on by one True / False option (named as the row unless `flag` says; declared
+    by the first of the rows it turns on), held in `_<name>` unless `attr` says."""
+    flag = flag or name
+    options = {flag: (False, check_flag)} if owns_flag else {}
+    return Modification(name, attr or f"_{name}", flag, options, make, acts, **fields)
 
 
 def _add(layer, sublayer, scores, context):
@@ -185,6 +200,25 @@ def _add(layer, sublayer, scores, context):
 
 def _add_with_query(layer, sublayer, scores, context):
     return sublayer.add_float32(scores, context.query)
+
+
+def _add_value_term(layer, sublayer, output, context):
+    """Shaw et al.'s value term, added to the product with the values in float32."""
+    term = sublayer.value_term(context.weights)
+    return ops.cast(ops.cast(output, "float32") + term, layer.compute_dtype)
+
+
+def _scale_projections(layer, temperature, projections, context):
+    """Each head's queries, keys and values times its own temperature (rows q, k, v of the
+    `(3, num_heads)` weight), in the queries' dtype."""
+    gamma = ops.cast(temperature, projections[0].dtype)
+    return tuple(
+        None if x is None else scale_by_temperature(x, gamma[row][:, None]) for row, x in enumerate(projections)
+    )
+
+
+def _build_temperature(layer, weight, scores_shape, query_shape) -> None:
+    layer.temperature_weight = layer.add_weight(name="temperature", shape=(3, layer.num_heads), initializer="ones")
 
 
 def _mix_heads(layer, sublayer, x, context):
@@ -230,15 +264,19 @@ def _make_relative_position(layer, name, policy):
     )
 
 
+def _make_relative_bias(layer, name, policy):
+    parameterization = layer.relative_bias_parameterization
+    return RelativeBias(layer.max_len, layer.num_heads, parameterization=parameterization, name=name, dtype=policy)
+
+
 MODIFICATIONS: tuple[Modification, ...] = (
-    Modification(
+    _switch(
+        "temperature", None, {"projections": _scale_projections}, attr="temperature_weight", build=_build_temperature
+    ),
+    _switch(
         "position_interaction",
-        "_position_interaction",
-        "position_interaction",
-        {"position_interaction": (False, check_flag)},
         lambda layer, name, policy: PositionInteraction(layer.max_len, layer.num_heads, name=name, dtype=policy),
-        "scores",
-        _add,
+        {"scores": _add},
         per_position=True,
     ),
     Modification(
@@ -249,15 +287,8 @@ MODIFICATIONS: tuple[Modification, ...] = (
             "relative_bias": (False, check_flag),
             "relative_bias_parameterization": ("lookup", _one_of("lookup", "circulant")),
         },
-        lambda layer, name, policy: RelativeBias(
-            layer.max_len,
-            layer.num_heads,
-            parameterization=layer.relative_bias_parameterization,
-            name=name,
-            dtype=policy,
-        ),
-        "scores",
-        _add,
+        _make_relative_bias,
+        {"scores": _add},
         per_position=True,
     ),
     Modification(
@@ -266,19 +297,10 @@ MODIFICATIONS: tuple[Modification, ...] = (
         "relative_position_representation",
         {"relative_position_representation": (None, _optional_count)},
         _make_relative_position,
-        "scores",  # and its value term (`value_term`), added to the attention's output
-        _add_with_query,
-        build=lambda sublayer, scores_shape, query_shape: sublayer.build(scores_shape, query_shape),
+        {"scores": _add_with_query, "values": _add_value_term},
+        build=lambda layer, sublayer, scores_shape, query_shape: sublayer.build(scores_shape, query_shape),
     ),
-    Modification(
-        "alibi",
-        "_alibi",
-        "alibi",
-        {"alibi": (False, check_flag)},
-        lambda layer, name, policy: AlibiBias(layer.num_heads, name=name, dtype=policy),
-        "scores",
-        _add,
-    ),
+    _switch("alibi", lambda layer, name, policy: AlibiBias(layer.num_heads, name=name, dtype=policy), {"scores": _add}),
     Modification(
         "attention_conv",
         "_conv",
@@ -290,30 +312,22 @@ MODIFICATIONS: tuple[Modification, ...] = (
             "conv_causal": (False, check_flag),
         },
         _make_conv,
-        lambda layer: "logits" if layer.conv_before_softmax else "attention",
-        _convolve,
+        lambda layer: {"logits" if layer.conv_before_softmax else "attention": _convolve},
         per_position=lambda layer: layer.attention_conv == "1d",
     ),
-    Modification(
-        "talking_heads_logits",
-        "_talking_logits",
-        "talking_heads",
-        {"talking_heads": (False, check_flag)},
-        lambda layer, name, policy: TalkingHeadsProjection(layer.num_heads, name=name, dtype=policy),
-        "logits",
-        _mix_heads,
-    ),
-    Modification(
-        "talking_heads_weights",
-        "_talking_weights",
-        "talking_heads",
-        {},
-        lambda layer, name, policy: TalkingHeadsProjection(layer.num_heads, name=name, dtype=policy),
-        "weights",
-        _mix_heads,
+    *(
+        _switch(
+            f"talking_heads_{stage}",
+            lambda layer, name, policy: TalkingHeadsProjection(layer.num_heads, name=name, dtype=policy),
+            {stage: _mix_heads},
+            attr=f"_talking_{stage}",
+            flag="talking_heads",
+            owns_flag=stage == "logits",
+        )
+        for stage in ("logits", "weights")
     ),
 )
-"""The modifications, in the order their sublayers are made and their weights listed."""
+"""The modifications, in the order their sublayers (and weights) are made and listed."""
 
 MODIFICATION_OPTIONS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     option: spec for row in MODIFICATIONS for option, spec in row.options.items()
@@ -342,17 +356,20 @@ def check_conv_options(attention_conv, conv_kernel_size, conv_before_softmax, co
 class ModifiedAttention:
     """The modifications of `MODIFICATIONS`, for a multi-head attention layer (a mixin).
 
-    The host layer sets `num_heads`, `max_len` and `modification_dims`
-    (`(key_dim, value_dim)` of a head), calls `_init_modifications` in its
-    constructor, `_build_modifications` in `build`, and computes its attention maps
-    with `_attention_maps`.
+    The host layer sets `num_heads` and `modification_dims` (`(key_dim, value_dim)` of a
+    head), calls `_init_modifications` in its constructor and `_build_modifications` in
+    `build`; a call runs `_projected` on its projections, makes its context
+    (`_modification_context`), computes its attention maps with `_attention_maps` and
+    adds `_value_terms` to the product with the values. What the host adds around that
+    (Keras' projections, dropout, the output projection) is its own.
     """
 
-    def _init_modifications(self, options: dict[str, Any]) -> None:
-        """Set the modification options (checked) as attributes, check them together, make the sublayers."""
+    def _init_modifications(self, options: dict[str, Any], max_len: int | None) -> None:
+        """Set `max_len` and the modification options (checked) as attributes, check them
+        together, make the sublayers."""
+        self.max_len = check_max_len(max_len)
         for name, (default, check) in MODIFICATION_OPTIONS.items():
             setattr(self, name, check(name, options.get(name, default)))
-        check_max_len(self.max_len)
         check_conv_options(self.attention_conv, self.conv_kernel_size, self.conv_before_softmax, self.conv_causal)
         needs_len = self.per_position_modifications()
         if needs_len and self.max_len is None:
@@ -361,25 +378,38 @@ class ModifiedAttention:
                 "the other modifications take any length."
             )
         for row in MODIFICATIONS:  # in table order: the order their weights are listed
-            setattr(self, row.attr, row.make(self, row.name, self.dtype_policy) if row.is_on(self) else None)
+            made = row.make is not None and row.is_on(self)
+            setattr(self, row.attr, row.make(self, row.name, self.dtype_policy) if made else None)
+
+    @property
+    def _modified(self) -> bool:
+        """Whether any modification is on."""
+        return any(row.is_on(self) for row in MODIFICATIONS)
 
     def per_position_modifications(self) -> list[str]:
         """The options that are on and have weights per position (they need `max_len`)."""
         return [row.flag for row in MODIFICATIONS if row.is_on(self) and row.needs_max_len(self)]
 
-    def _active(self, stage: str | None = None) -> Iterator[tuple[Modification, keras.layers.Layer]]:
-        """(row, sublayer) of the modifications that are on, in table order; of one stage if given."""
+    def _active(self, stage: str | None = None) -> Iterator[tuple[Modification, Any]]:
+        """(row, sublayer or weight) of the modifications that are on (and built), in table
+        order; of one stage if given."""
         for row in MODIFICATIONS:
             sublayer = getattr(self, row.attr)
-            if sublayer is not None and (stage is None or row.stage_of(self) == stage):
+            if sublayer is not None and (stage is None or stage in row.acts_of(self)):
                 yield row, sublayer
 
     @property
     def modifications(self) -> dict:
         """The modification sublayers this layer has, by name (`MODIFICATIONS`' names):
         `position_interaction`, `relative_bias`, `relative_position_representation`,
-        `alibi`, `attention_conv`, `talking_heads_logits`, `talking_heads_weights`."""
-        return {row.name: sublayer for row, sublayer in self._active()}
+        `alibi`, `attention_conv`, `talking_heads_logits`, `talking_heads_weights`
+        (the temperature is a weight of the layer, `temperature_weight`)."""
+        return {row.name: sublayer for row, sublayer in self._active() if row.make is not None}
+
+    def _modification_variables(self) -> list:
+        """The modifications' weights, in table order (the temperature, then the sublayers')."""
+        own = [sublayer for row, sublayer in self._active() if row.make is None]
+        return own + [w for sublayer in self.modifications.values() for w in sublayer.variables]
 
     def _length_message(self, name: str, needs_len: list[str]) -> str:
         return (
@@ -391,8 +421,8 @@ class ModifiedAttention:
         """A clear error for a sequence longer than `max_len` where weights are per position."""
         needs_len = self.per_position_modifications()
         for name, size in (("query", query_len), ("key", key_len)):
-            if needs_len and size is not None and size > self.max_len:
-                raise ValueError(self._length_message(name, needs_len).replace("{length}", str(size)))
+            if needs_len:
+                check_length(size, self.max_len, self._length_message(name, needs_len))
 
     def _checked_lengths(self, query, key):
         """`query`, `key` `(b, t, h, d)`, checked to be at most `max_len` long where weights are per
@@ -404,18 +434,34 @@ class ModifiedAttention:
         return query, require_length(key, 1, self.max_len, self._length_message("key", needs_len))
 
     def _build_modifications(self, scores_shape, query_shape) -> None:
+        """Build the sublayers and make the layer's own modification weights (the temperature)."""
         self._check_length(scores_shape[2], scores_shape[3])
-        for row, sublayer in self._active():
-            row.build(sublayer, scores_shape, query_shape)
+        for row in MODIFICATIONS:
+            if row.is_on(self):
+                row.build(self, getattr(self, row.attr), scores_shape, query_shape)
 
     def _modification_config(self) -> dict:
-        return {name: getattr(self, name) for name in MODIFICATION_OPTIONS}
+        return {"max_len": self.max_len, **{name: getattr(self, name) for name in MODIFICATION_OPTIONS}}
 
-    def _apply(self, stage: str, x, context: AttentionContext):
+    def _apply(self, stage: str, x, context: AttentionContext | None):
         """`x` through the modifications of `stage`, in table order."""
         for row, sublayer in self._active(stage):
-            x = row.apply(self, sublayer, x, context)
+            x = row.acts_of(self)[stage](self, sublayer, x, context)
         return x
+
+    def _projected(self, query, key, value=None):
+        """The `projections` stage: `(query, key, value)` `(b, t, h, d)` as the modifications
+        change them (the temperature); `value` None where the caller needs no values."""
+        return self._apply("projections", (query, key, value), None)
+
+    def _modification_context(self, query, key, keep, use_causal_mask: bool, causal: bool) -> AttentionContext:
+        """The context of one call on the (projected) `query` and `key`: `keep` `(b, 1, q, k)`
+        or None, with the causal mask and-ed in when `use_causal_mask`; the convolutions'
+        query taps on the past when `causal` (the call's mask is causal) or `conv_causal`."""
+        if use_causal_mask:
+            lower = lower_triangular_keep(ops.shape(query)[1], ops.shape(key)[1])
+            keep = lower if keep is None else ops.logical_and(keep, lower)
+        return attention_context(query, keep, causal or use_causal_mask or self.conv_causal)
 
     def _attention_maps(self, query, key, context: AttentionContext):
         """(softmax attention, attention after the convolution), each `(b, h, q, k)`, float32.
@@ -427,13 +473,17 @@ class ModifiedAttention:
         query, key = self._checked_lengths(query, key)
         scale = 1.0 / math.sqrt(self.modification_dims[0])
         scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32") * scale
-        scores = self._apply("scores", scores, context)
+        return self._attention_after_scores(self._apply("scores", scores, context), context)
+
+    def _attention_after_scores(self, scores, context: AttentionContext):
+        """`_attention_maps` from the output of the `scores` stage on (cached decoding adds
+        that stage's terms itself, for query rows at other positions)."""
         scores = self._apply("logits", scores, context)
-        keep = context.keep
-        if keep is not None:
-            scores = ops.where(keep, scores, large_negative("float32"))
-        attention = ops.softmax(scores, axis=-1)
-        if keep is not None:  # also zeroes fully masked rows (uniform after the softmax)
-            attention = attention * ops.cast(keep, "float32")
+        attention = masked_softmax(scores, context.keep)  # float32 in, float32 out
         weights = self._apply("weights", attention, context)
         return attention, self._apply("attention", weights, context)
+
+    def _value_terms(self, output, weights, context: AttentionContext):
+        """The `values` stage: `output` `(b, q, h, d_v)` plus the modifications' terms (Shaw's),
+        given the attention `weights` that multiplied the values."""
+        return self._apply("values", output, replace(context, weights=weights))

@@ -8,14 +8,14 @@ import keras
 from keras import ops
 
 from convatt.layers import attention_cache
-from convatt.layers._utils import check_attention_mask_rank, keep_mask, mask_padded_queries, with_query_mask
-from convatt.layers.modifications import (
-    MODIFICATION_OPTIONS,
-    ModifiedAttention,
-    attention_context,
-    check_flag,
-    check_max_len,
+from convatt.layers._utils import (
+    causal_keep,
+    check_attention_mask_rank,
+    keep_mask,
+    mask_padded_queries,
+    with_query_mask,
 )
+from convatt.layers.modifications import MODIFICATION_OPTIONS, ModifiedAttention
 
 WEIGHT_ORDERS = ("keras", "modifications_first")
 """`weight_order`: Keras' weights first (the default), or the modifications' first (how
@@ -148,15 +148,12 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     ):
         options = {name: kwargs.pop(name) for name in MODIFICATION_OPTIONS if name in kwargs}
         super().__init__(*args, **kwargs)  # Keras' arguments, in Keras' places
-        self.max_len = check_max_len(max_len)
         if weight_order not in WEIGHT_ORDERS:
             raise ValueError(f"weight_order takes one of {WEIGHT_ORDERS}; received {weight_order!r}.")
         self.weight_order = weight_order
-        self.temperature = check_flag("temperature", temperature)
         self._causal_call = False
         self._self_attention_call = False
-        self._init_modifications(options)
-        self._modified = self.temperature or any(True for _ in self._active())
+        self._init_modifications({**options, "temperature": temperature}, max_len)
         if self._modified and self._flash_attention:
             raise ValueError(
                 "flash_attention computes no attention matrix for the modifications to change; "
@@ -187,9 +184,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         built on one and saved in the order of the other)."""
         if self.weight_order != "keras":
             return variables
-        modification = [getattr(self, "temperature_weight", None)]
-        modification += [w for _, sublayer in self._active() for w in sublayer.variables]
-        ours = {id(w) for w in modification if w is not None}
+        ours = {id(w) for w in self._modification_variables()}
         return [w for w in variables if id(w) not in ours] + [w for w in variables if id(w) in ours]
 
     def build(self, query_shape, value_shape, key_shape=None):
@@ -202,8 +197,6 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 f"attention axis; received query {query_shape}, value {value_shape}, "
                 f"attention_axes {self._attention_axes}."
             )
-        if self.temperature:
-            self.temperature_weight = self.add_weight(name="temperature", shape=(3, self.num_heads), initializer="ones")
         scores_shape = (query_shape[0], self.num_heads, query_shape[1], value_shape[1])
         self._build_modifications(scores_shape, (query_shape[0], query_shape[1], self.num_heads, self._key_dim))
 
@@ -281,11 +274,11 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             mask = mask_padded_queries(mask)
         return mask
 
-    def _with_temperature(self, query, key, value):
-        if not self.temperature:
-            return query, key, value
-        gamma = ops.cast(self.temperature_weight, query.dtype)  # (3, heads)
-        return query * gamma[0][:, None], key * gamma[1][:, None], value * gamma[2][:, None]
+    def _compute_causal_mask(self, query, value=None):
+        """Keras' causal mask `(1, query_len, key_len)`, from convatt's one helper (`causal_keep`)."""
+        query_len = ops.shape(query)[1]
+        key_len = query_len if value is None else ops.shape(value)[1]
+        return causal_keep(ops.arange(query_len), key_len)[None]
 
     def _compute_attention(
         self,
@@ -303,22 +296,16 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             return super()._compute_attention(
                 query, key, value, attention_mask, training, return_attention_scores, **extra
             )
-        query, key, value = self._with_temperature(query, key, value)
-        if use_causal_mask:  # (Keras passes the flag only when no mask was built)
-            causal = self._compute_causal_mask(query, value)
-            attention_mask = causal if attention_mask is None else ops.logical_and(attention_mask, causal)
+        query, key, value = self._projected(query, key, value)
         keep = None if attention_mask is None else keep_mask(attention_mask)
-        causal = self._causal_call or use_causal_mask or self.conv_causal
-        _, attention = self._attention_maps(query, key, attention_context(query, keep, causal))
+        # Keras passes `use_causal_mask` only where it built no mask (its fused path)
+        context = self._modification_context(query, key, keep, use_causal_mask, self._causal_call)
+        _, attention = self._attention_maps(query, key, context)
         dropped = self._dropout_layer(ops.cast(attention, self.compute_dtype), training=training)
-        output = ops.einsum(self._combine_equation, dropped, value)
-        if self._relative_position is not None:
-            value_term = self._relative_position.value_term(dropped)
-            output = ops.cast(ops.cast(output, "float32") + value_term, self.compute_dtype)
+        output = self._value_terms(ops.einsum(self._combine_equation, dropped, value), dropped, context)
         return output, ops.cast(attention, self.compute_dtype)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update({"max_len": self.max_len, "temperature": self.temperature, "weight_order": self.weight_order})
-        config.update(self._modification_config())
+        config.update({"weight_order": self.weight_order, **self._modification_config()})
         return config

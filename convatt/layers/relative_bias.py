@@ -8,7 +8,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from convatt.layers._score_bias import ScoreBias
+from convatt.layers._score_bias import ScoreBias, query_key_offsets
 from convatt.layers._utils import per_head_initializer
 
 PARAMETERIZATIONS = ("lookup", "circulant")
@@ -94,21 +94,26 @@ class RelativeBias(ScoreBias):
         stddev = math.sqrt(1.0 / keras2_fan) / 0.87962566103423978  # its truncated-normal correction
         return keras.initializers.TruncatedNormal(stddev=stddev)
 
-    def _distance_profile(self):
-        """`(num_heads, 2t)`: the circulant's first column `Re(IFFT(a^r))`, per head."""
+    def distance_profile(self):
+        """`(num_heads, 2 * max_len)`: the circulant's first column `Re(IFFT(a^r))`, per head
+        (`parameterization="circulant"`: the bias at offset `i - j` is column `(i - j) mod 2t`)."""
         n = 2 * self.max_len
         basis = np.cos(2 * np.pi * np.outer(np.arange(n), np.arange(n)) / n) / n  # (m, k), symmetric
         return ops.matmul(ops.cast(self.biases, "float32"), ops.convert_to_tensor(basis, dtype="float32"))
 
-    def relative_matrix(self, query_len, key_len):
-        """`A^r[:, :query_len, :key_len]`, shape `(num_heads, query_len, key_len)`."""
-        offsets = ops.expand_dims(ops.arange(query_len), 1) - ops.expand_dims(ops.arange(key_len), 0)
+    def bias_for_offsets(self, offsets):
+        """`A^r` in float32 for query-minus-key offsets `i - j` (an int tensor, each
+        `|i - j| < max_len`): shape `(num_heads, *offsets.shape)`."""
         if self.parameterization == "lookup":
-            return ops.take(self.biases, offsets + self.max_len, axis=1)
-        return ops.take(self._distance_profile(), offsets % (2 * self.max_len), axis=1)
+            return ops.take(ops.cast(self.biases, "float32"), offsets + self.max_len, axis=1)
+        return ops.take(self.distance_profile(), offsets % (2 * self.max_len), axis=1)
+
+    def relative_matrix(self, query_len, key_len):
+        """`A^r[:, :query_len, :key_len]`, shape `(num_heads, query_len, key_len)`, float32."""
+        return self.bias_for_offsets(query_key_offsets(ops.arange(query_len), key_len))
 
     def bias_float32(self, query_len, key_len):
-        return ops.cast(self.relative_matrix(query_len, key_len), "float32")
+        return self.relative_matrix(query_len, key_len)
 
     def get_config(self) -> dict:
         config = super().get_config()

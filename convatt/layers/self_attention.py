@@ -14,15 +14,7 @@ import keras
 from keras import ops
 
 from convatt.layers._utils import combine_attention_masks, per_head_initializer
-from convatt.layers.modifications import (
-    MODIFICATION_OPTIONS,
-    MODIFICATIONS,
-    STAGES,
-    Modification,
-    ModifiedAttention,
-    attention_context,
-    lower_triangular_keep,
-)
+from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, STAGES, Modification, ModifiedAttention
 
 __all__ = ["MODIFICATIONS", "MODIFICATION_OPTIONS", "STAGES", "Modification", "SelfAttention"]
 
@@ -169,11 +161,9 @@ class SelfAttention(ModifiedAttention, keras.layers.Layer):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.head_dim = int(head_dim)
-        self.max_len = None if max_len is None else int(max_len)
-        self.temperature = bool(temperature)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
-        self._init_modifications(options)
+        self._init_modifications({**options, "temperature": temperature}, max_len)
 
     @property
     def modification_dims(self) -> tuple[int, int]:
@@ -192,17 +182,16 @@ class SelfAttention(ModifiedAttention, keras.layers.Layer):
         for offset, name in enumerate(("query_kernel", "key_kernel", "value_kernel")):
             init = per_head_initializer(self.kernel_initializer, shape, (input_dim, self.head_dim), seed_offset=offset)
             setattr(self, name, self.add_weight(name=name, shape=shape, initializer=init))
-        if self.temperature:
-            self.temperature_weight = self.add_weight(name="temperature", shape=(3, self.num_heads), initializer="ones")
         scores_shape = (input_shape[0], self.num_heads, t, t)
         query_shape = (input_shape[0], t, self.num_heads, self.head_dim)
         self._build_modifications(scores_shape, query_shape)
 
-    def _project(self, inputs, kernel, row: int):
-        projected = ops.einsum("btd,dhk->bthk", inputs, kernel)
-        if self.temperature:
-            projected = projected * ops.expand_dims(self.temperature_weight[row], -1)
-        return projected
+    def _projections(self, inputs, with_values: bool = True):
+        """`(query, key, value)` `(b, t, h, d)` of `inputs`, after the `projections` stage (value None
+        unless `with_values`)."""
+        kernels = (self.query_kernel, self.key_kernel, self.value_kernel if with_values else None)
+        projected = [None if k is None else ops.einsum("btd,dhk->bthk", inputs, k) for k in kernels]
+        return self._projected(*projected)
 
     def attention_probabilities(self, inputs, mask=None, attention_mask=None, use_causal_mask: bool = False):
         """The attention of this layer for `inputs`, before and after the convolution.
@@ -221,35 +210,17 @@ class SelfAttention(ModifiedAttention, keras.layers.Layer):
             renormalised; the softmax itself when the layer has neither, or
             convolves before the softmax). Masked pairs are 0 in both.
         """
-        query = self._project(inputs, self.query_kernel, 0)
-        key = self._project(inputs, self.key_kernel, 1)
-        return self._attention_maps(query, key, self._context(query, mask, attention_mask, use_causal_mask))
-
-    def _context(self, query, mask, attention_mask, use_causal_mask: bool):
+        query, key, _ = self._projections(inputs, with_values=False)
         keep = combine_attention_masks(mask, attention_mask)
-        if use_causal_mask:
-            t = ops.shape(query)[1]
-            causal = lower_triangular_keep(t, t)
-            keep = causal if keep is None else ops.logical_and(keep, causal)
-        return attention_context(query, keep, use_causal_mask or self.conv_causal)
+        return self._attention_maps(query, key, self._modification_context(query, key, keep, use_causal_mask, False))
 
-    def call(
-        self,
-        inputs,
-        mask=None,
-        attention_mask=None,
-        return_attention_scores: bool = False,
-        use_causal_mask: bool = False,
-    ):
-        query = self._project(inputs, self.query_kernel, 0)  # (b, t, h, d)
-        key = self._project(inputs, self.key_kernel, 1)
-        value = self._project(inputs, self.value_kernel, 2)
-        context = self._context(query, mask, attention_mask, use_causal_mask)
+    def call(self, inputs, mask=None, attention_mask=None, return_attention_scores=False, use_causal_mask=False):
+        query, key, value = self._projections(inputs)  # (b, t, h, d)
+        keep = combine_attention_masks(mask, attention_mask)
+        context = self._modification_context(query, key, keep, use_causal_mask, False)
         _, attention = self._attention_maps(query, key, context)
         outputs = ops.einsum("bhqk,bkhd->bqhd", ops.cast(attention, self.compute_dtype), value)
-        if self._relative_position is not None:
-            value_term = self._relative_position.value_term(attention)
-            outputs = ops.cast(ops.cast(outputs, "float32") + value_term, self.compute_dtype)
+        outputs = self._value_terms(outputs, attention, context)  # no dropout: the float32 attention
         shape = ops.shape(outputs)
         outputs = ops.reshape(outputs, (shape[0], shape[1], self.num_heads * self.head_dim))
         if return_attention_scores:
@@ -262,14 +233,7 @@ class SelfAttention(ModifiedAttention, keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[1], self.num_heads * self.head_dim)
 
-    def compute_output_spec(
-        self,
-        inputs,
-        mask=None,
-        attention_mask=None,
-        return_attention_scores: bool = False,
-        use_causal_mask: bool = False,
-    ):
+    def compute_output_spec(self, inputs, mask=None, attention_mask=None, return_attention_scores=False, **kwargs):
         output = keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
         if not return_attention_scores:
             return output
@@ -283,8 +247,6 @@ class SelfAttention(ModifiedAttention, keras.layers.Layer):
             {
                 "num_heads": self.num_heads,
                 "head_dim": self.head_dim,
-                "max_len": self.max_len,
-                "temperature": self.temperature,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 **self._modification_config(),
             }

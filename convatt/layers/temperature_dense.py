@@ -1,4 +1,5 @@
-"""A dense projection scaled by one learnable scalar (Dufter et al., 2020, §2.4)."""
+"""Learnable temperature (Dufter et al., 2020, §2.4): `scale_by_temperature`, and the dense
+projection scaled by one learnable scalar."""
 
 from __future__ import annotations
 
@@ -8,15 +9,25 @@ import keras
 from keras import ops
 
 
+def scale_by_temperature(projected, gamma):
+    """`projected` times its temperature `gamma` (broadcast to it), in `projected`'s dtype: the
+    one place a temperature meets a projection (`TemperatureDense`, and the `temperature`
+    row of `convatt.layers.modifications.MODIFICATIONS` for the attention layers)."""
+    return projected * ops.cast(gamma, projected.dtype)
+
+
 @keras.saving.register_keras_serializable(package="convatt")
 class TemperatureDense(keras.layers.Layer):
     """`gamma * (x @ W)` with a learnable scalar `gamma` ("learnable temperature").
 
     The paper multiplies each of the attention weight matrices `W_q, W_k, W_v` by
     its own trainable scalar initialised to 1; `gamma_q * gamma_k` then acts as
-    the (inverse) temperature of the attention softmax. `SelfAttention` stores
-    these scalars itself (fused); this layer is the stand-alone form for one
-    matrix. Masks are passed through.
+    the (inverse) temperature of the attention softmax. `SelfAttention` and
+    `MultiHeadAttention` (`temperature=True`) hold these scalars themselves, one
+    per head and projection in one `(3, num_heads)` weight; this layer is the
+    stand-alone form for one matrix (one head's projection in a per-head model,
+    as the original code built it), scaled by the same `scale_by_temperature`.
+    Masks are passed through.
 
     Args:
         units: int. Width of the output.
@@ -78,7 +89,7 @@ class TemperatureDense(keras.layers.Layer):
             self.bias = self.add_weight(name="bias", shape=(self.units,), initializer=self.bias_initializer)
 
     def call(self, inputs):
-        outputs = self.gamma * ops.matmul(inputs, self.kernel)
+        outputs = scale_by_temperature(ops.matmul(inputs, self.kernel), self.gamma)
         if self.bias is not None:
             outputs = outputs + self.bias
         return outputs
