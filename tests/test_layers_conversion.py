@@ -71,7 +71,7 @@ def test_a_kerashub_encoder_and_decoder_convert():
     original = keras.Model([source, target], out)
     randomize(original, 4)
     converted = convert_model(original, attention_conv="2d", temperature=True)
-    from convatt.layers.keras_hub import TransformerDecoder
+    from convatt.layers.keras_hub_blocks import TransformerDecoder
 
     assert isinstance(converted.get_layer("decoder"), TransformerDecoder)
     rng = np.random.default_rng(5)

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("keras_hub")
 
 from convatt.layers import MultiHeadAttention  # noqa: E402
-from convatt.layers.keras_hub import TransformerDecoder, TransformerEncoder  # noqa: E402
+from convatt.layers.keras_hub_blocks import TransformerDecoder, TransformerEncoder  # noqa: E402
 
 D = 16
 
@@ -92,3 +92,13 @@ def test_kerashub_padding_masks_keep_the_padding_from_real_outputs(options, side
     for got, want, rows in zip(after, before, masks):
         change = np.abs(keras.ops.convert_to_numpy(got) - keras.ops.convert_to_numpy(want))[rows].max()
         assert change < 1e-5, f"padding leaked: {change}"
+
+
+def test_the_old_module_name_still_gives_the_blocks_with_a_warning():
+    import importlib
+    import sys
+
+    sys.modules.pop("convatt.layers.keras_hub", None)
+    with pytest.warns(DeprecationWarning, match="keras_hub_blocks"):
+        old = importlib.import_module("convatt.layers.keras_hub")
+    assert (old.TransformerEncoder, old.TransformerDecoder) == (TransformerEncoder, TransformerDecoder)

@@ -9,7 +9,7 @@ keras_hub = pytest.importorskip("keras_hub")
 
 from keras import ops  # noqa: E402
 
-from convatt.layers.keras_hub import TransformerDecoder  # noqa: E402
+from convatt.layers.keras_hub_blocks import TransformerDecoder  # noqa: E402
 
 D, LENGTH, VOCAB = 16, 8, 11
 DECODER_OPTIONS = {

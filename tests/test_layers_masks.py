@@ -5,7 +5,7 @@ For every modification alone and a few combined, every way a mask reaches the la
 attention_mask that masks keys only), left and right padding, self- and cross-attention,
 with and without use_causal_mask: the padded tokens' content is changed and the real
 positions' outputs must stay as they were. KerasHub's padding_mask through
-convatt.layers.keras_hub's blocks in tests/test_layers_keras_hub.py."""
+convatt.layers.keras_hub_blocks's blocks in tests/test_layers_keras_hub.py."""
 
 from __future__ import annotations
 

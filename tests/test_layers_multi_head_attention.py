@@ -389,7 +389,7 @@ def test_a_model_saved_by_convatt_0_1_0_loads(name):
     in that order: a shape that differs fails the load) load."""
     if name == "keras_hub_blocks":
         pytest.importorskip("keras_hub")
-        import convatt.layers.keras_hub  # noqa: F401 (registers the blocks)
+        import convatt.layers.keras_hub_blocks  # noqa: F401 (registers the blocks)
     data = dict(np.load(DATA / f"{name}_0.1.0.npz"))
     model = keras.models.load_model(DATA / f"{name}_0.1.0.keras")
     outputs = data.pop("outputs")

@@ -45,7 +45,7 @@ def every_layer_model():
     )
     scores = cl.PositionInteraction(T, H)(attention)
     scores = cl.RelativeBias(T, H)(scores)
-    scores = cl.AlibiBias(H)(scores)
+    scores = cl.SymmetricAlibiBias(H)(scores)
     query = keras.layers.Reshape((T, H, DH))(z)
     scores = cl.RelativePositionRepresentation(3, DH, embeddings_initializer=zeros)(scores, query)
     conv1 = cl.AttentionConv1D(T, H, activation="tanh", kernel_initializer=zeros)(scores)

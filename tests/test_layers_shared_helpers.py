@@ -7,7 +7,7 @@ import layer_references as ref
 import numpy as np
 import pytest
 
-from convatt.layers import AlibiBias, MultiHeadAttention, RelativeBias, SelfAttention
+from convatt.layers import MultiHeadAttention, RelativeBias, SelfAttention, SymmetricAlibiBias
 from convatt.layers._utils import causal_keep, check_length, lower_triangular_keep, masked_softmax
 from convatt.layers.modifications import MODIFICATIONS, STAGES
 from convatt.layers.temperature_dense import scale_by_temperature
@@ -78,7 +78,7 @@ def test_alibi_by_offset_is_the_slope_times_the_distance():
     offsets = np.array([[0, -3], [2, 7]], "int32")
     slopes = np.array([ref.alibi_slope(h, 4) for h in range(4)])
     expected = -slopes[:, None, None] * np.abs(offsets)[None]
-    np.testing.assert_allclose(numpy_of(AlibiBias(4).bias_for_offsets(offsets)), expected, rtol=1e-6)
+    np.testing.assert_allclose(numpy_of(SymmetricAlibiBias(4).bias_for_offsets(offsets)), expected, rtol=1e-6)
 
 
 def test_every_row_acts_at_known_stages_and_temperature_and_shaw_are_rows():

@@ -6,7 +6,6 @@ cross-attention, any length); `SelfAttention` is the paper's tagger's layer. Bot
 compute the modifications of `convatt.layers.modifications`.
 """
 
-from convatt.layers.alibi_bias import AlibiBias
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D
 from convatt.layers.denser_self_attention import DenserSelfAttention
@@ -18,11 +17,12 @@ from convatt.layers.relative_bias import RelativeBias
 from convatt.layers.relative_position_representation import RelativePositionRepresentation
 from convatt.layers.self_attention import SelfAttention
 from convatt.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from convatt.layers.symmetric_alibi_bias import SymmetricAlibiBias
 from convatt.layers.talking_heads import TalkingHeadsProjection
 from convatt.layers.temperature_dense import TemperatureDense
 
 __all__ = [
-    "AlibiBias",
+    "SymmetricAlibiBias",
     "AttentionConv1D",
     "AttentionConv2D",
     "DenserSelfAttention",
@@ -37,3 +37,19 @@ __all__ = [
     "TalkingHeadsProjection",
     "TemperatureDense",
 ]
+
+
+def __getattr__(name: str):
+    # 0.1.0's names, kept working with a warning: `AlibiBias` is symmetric, unlike KerasHub's
+    # causal layer of that name.
+    if name == "AlibiBias":
+        import warnings
+
+        warnings.warn(
+            "convatt.layers.AlibiBias is now SymmetricAlibiBias (KerasHub's AlibiBias is causal; "
+            "this one is not); the old name will be removed.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return SymmetricAlibiBias
+    raise AttributeError(f"module 'convatt.layers' has no attribute {name!r}")

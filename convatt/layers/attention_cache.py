@@ -202,7 +202,7 @@ def _position_interaction(sublayer, positions, key_len, queries):
 
 
 def _bias_by_offset(sublayer, positions, key_len, queries):
-    """`RelativeBias`' and `AlibiBias`' bias: it depends on the offset `i - j` only."""
+    """`RelativeBias`' and `SymmetricAlibiBias`' bias: it depends on the offset `i - j` only."""
     return sublayer.bias_for_offsets(_offsets(positions, key_len))
 
 

@@ -28,12 +28,12 @@ import numpy as np
 from keras import ops
 
 from convatt.layers._utils import check_length, lower_triangular_keep, masked_softmax, require_length
-from convatt.layers.alibi_bias import AlibiBias
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D, kernel_pair
 from convatt.layers.position_interaction import PositionInteraction
 from convatt.layers.relative_bias import RelativeBias
 from convatt.layers.relative_position_representation import RelativePositionRepresentation
+from convatt.layers.symmetric_alibi_bias import SymmetricAlibiBias
 from convatt.layers.talking_heads import TalkingHeadsProjection
 from convatt.layers.temperature_dense import scale_by_temperature
 
@@ -300,7 +300,11 @@ MODIFICATIONS: tuple[Modification, ...] = (
         {"scores": _add_with_query, "values": _add_value_term},
         build=lambda layer, sublayer, scores_shape, query_shape: sublayer.build(scores_shape, query_shape),
     ),
-    _switch("alibi", lambda layer, name, policy: AlibiBias(layer.num_heads, name=name, dtype=policy), {"scores": _add}),
+    _switch(
+        "alibi",
+        lambda layer, name, policy: SymmetricAlibiBias(layer.num_heads, name=name, dtype=policy),
+        {"scores": _add},
+    ),
     Modification(
         "attention_conv",
         "_conv",

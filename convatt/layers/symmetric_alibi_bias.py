@@ -10,8 +10,8 @@ from convatt.layers._score_bias import ScoreBias, query_key_offsets
 
 
 @keras.saving.register_keras_serializable(package="convatt")
-class AlibiBias(ScoreBias):
-    """Adds the fixed linear distance penalty `-m_h * |i - j|` to attention scores.
+class SymmetricAlibiBias(ScoreBias):
+    """Adds the fixed, symmetric linear distance penalty `-m_h * |i - j|` to attention scores.
 
     Head `h = 1 .. n` of `n` heads has slope `m_h = 2^(-8h / n)` (for 4 heads:
     1/4, 1/16, 1/64, 1/256). The bias is the bidirectional (symmetric) form of
@@ -38,7 +38,7 @@ class AlibiBias(ScoreBias):
     Example:
     ```python
     scores = np.zeros((2, 4, 10, 10), "float32")
-    biased = convatt.layers.AlibiBias(num_heads=4)(scores)
+    biased = convatt.layers.SymmetricAlibiBias(num_heads=4)(scores)
     # biased[0, 0, 0, 3] == -3 / 4
     ```
 
@@ -69,3 +69,7 @@ class AlibiBias(ScoreBias):
         config = super().get_config()
         config.update({"num_heads": self.num_heads})
         return config
+
+
+# Files saved by 0.1.0 name the layer "convatt>AlibiBias": they load as they are.
+keras.saving.get_custom_objects()["convatt>AlibiBias"] = SymmetricAlibiBias
