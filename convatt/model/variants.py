@@ -104,7 +104,6 @@ def attention_options(
     from convatt.layers.modifications import MODIFICATION_OPTIONS  # the layers load Keras: not at import
 
     options = {name: getattr(variant, name) for name in MODIFICATION_OPTIONS if hasattr(variant, name)}
-    options["temperature"] = variant.temperature
     options["relative_position_representation"] = shaw_clip if variant.shaw else None
     for name in FIRST_LAYER_ONLY:
         options[name] = options[name] and layer_index == 0
