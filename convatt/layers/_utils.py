@@ -226,3 +226,9 @@ def _tensorflow_length_check(x, axis: int, max_len: int, message: str):
     with tf.control_dependencies([check]), tf.name_scope(f"input_longer_than_max_len_{max_len}"):
         room = tf.zeros(tf.stack([max_len - length]), x.dtype)  # a negative size: XLA refuses to compile
     return x + tf.reduce_sum(room)
+
+
+def serialized(layer: keras.layers.Layer, *names: str) -> dict[str, Any]:
+    """`get_config` entries for a layer's activation and initializers, as Keras serializes them."""
+    module = {"activation": keras.activations}
+    return {name: module.get(name, keras.initializers).serialize(getattr(layer, name)) for name in names}

@@ -7,7 +7,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from convatt.layers._utils import check_scores_shape, per_head_initializer, query_tap_offsets
+from convatt.layers._utils import check_scores_shape, per_head_initializer, query_tap_offsets, serialized
 
 
 def kernel_pair(kernel_size) -> tuple[int, int]:
@@ -288,14 +288,9 @@ class AttentionConv2D(keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self) -> dict:
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "kernel_size": self.kernel_size,
-                "activation": keras.activations.serialize(self.activation),
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "kernel_size": self.kernel_size,
+            **serialized(self, "activation", "kernel_initializer", "bias_initializer"),
+        }

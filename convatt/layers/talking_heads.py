@@ -7,7 +7,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from convatt.layers._utils import check_scores_shape
+from convatt.layers._utils import check_scores_shape, serialized
 
 
 def mix_heads(maps, kernel):
@@ -92,11 +92,4 @@ class TalkingHeadsProjection(keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self) -> dict:
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            }
-        )
-        return config
+        return {**super().get_config(), "num_heads": self.num_heads, **serialized(self, "kernel_initializer")}

@@ -8,6 +8,8 @@ from typing import Any
 import keras
 from keras import ops
 
+from convatt.layers._utils import serialized
+
 
 def scale_by_temperature(projected, gamma):
     """`projected` times its temperature `gamma` (broadcast to it), in `projected`'s dtype: the
@@ -98,14 +100,9 @@ class TemperatureDense(keras.layers.Layer):
         return tuple(input_shape[:-1]) + (self.units,)
 
     def get_config(self) -> dict:
-        config = super().get_config()
-        config.update(
-            {
-                "units": self.units,
-                "use_bias": self.use_bias,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "gamma_initializer": keras.initializers.serialize(self.gamma_initializer),
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "units": self.units,
+            "use_bias": self.use_bias,
+            **serialized(self, "kernel_initializer", "bias_initializer", "gamma_initializer"),
+        }
