@@ -11,7 +11,7 @@ from keras import ops  # noqa: E402
 
 from convatt.layers.keras_hub_blocks import TransformerDecoder  # noqa: E402
 
-D, LENGTH, VOCAB = 16, 8, 11
+D, LENGTH, VOCAB, ENCODER = 16, 6, 11, 5
 DECODER_OPTIONS = {
     "plain": {},
     "conv2d_pre_alibi": {
@@ -22,6 +22,18 @@ DECODER_OPTIONS = {
         "relative_position_representation": 2,
     },
 }  # fmt: skip
+ENCODER_DECODER_OPTIONS = {  # (self-attention's, cross-attention's)
+    "conv2d_post_k33_alibi": ({}, {"attention_conv": "2d", "conv_kernel_size": (3, 3), "alibi": True}),
+    "conv2d_pre_r_p": (
+        {"attention_conv": "2d"},
+        {"attention_conv": "2d", "conv_before_softmax": True, "conv_kernel_size": (2, 3), "relative_bias": True,
+         "position_interaction": True, "max_len": LENGTH},
+    ),
+    "conv1d_shaw_temp_talking": (
+        {}, {"attention_conv": "1d", "max_len": LENGTH, "relative_position_representation": 1, "temperature": True,
+             "talking_heads": True},
+    ),
+}  # fmt: skip
 
 
 def _randomised(layer, seed=0):
@@ -31,9 +43,14 @@ def _randomised(layer, seed=0):
     return layer
 
 
+@pytest.fixture(scope="module")
+def decoder_input() -> np.ndarray:
+    return np.random.default_rng(1).normal(size=(2, LENGTH, D)).astype("float32")
+
+
 @pytest.mark.parametrize("name", list(DECODER_OPTIONS))
-def test_the_decoder_one_token_at_a_time_equals_the_whole_sequence(name):
-    x = np.random.default_rng(1).normal(size=(2, LENGTH, D)).astype("float32")
+def test_the_decoder_one_token_at_a_time_equals_the_whole_sequence(name, decoder_input):
+    x = decoder_input
     decoder = TransformerDecoder(32, num_heads=2, attention_options=DECODER_OPTIONS[name])
     decoder(x)
     whole = ops.convert_to_numpy(_randomised(decoder)(x))
@@ -43,31 +60,70 @@ def test_the_decoder_one_token_at_a_time_equals_the_whole_sequence(name):
         np.testing.assert_allclose(ops.convert_to_numpy(step)[:, 0], whole[:, i], atol=1e-5, err_msg=f"pos {i}")
 
 
-def test_the_cross_attention_cache_with_an_encoder():
-    x, memory = (np.random.default_rng(s).normal(size=(2, n, D)).astype("float32") for s, n in ((2, LENGTH), (3, 5)))
-    decoder = TransformerDecoder(
-        32, num_heads=2, attention_options={"attention_conv": "2d"}, cross_attention_options={"temperature": True}
-    )
-    decoder(x, memory)
-    whole = ops.convert_to_numpy(_randomised(decoder)(x, memory))
+@pytest.fixture(scope="module")
+def encoder_input():
+    """An encoder's output and its padding (the second example's last two keys are pads)."""
+    padding = np.ones((2, ENCODER), bool)
+    padding[1, 3:] = False
+    return np.random.default_rng(3).normal(size=(2, ENCODER, D)).astype("float32"), padding
+
+
+@pytest.fixture(scope="module")
+def encoder_decoders(decoder_input, encoder_input) -> dict:
+    """A built, randomised decoder with cross-attention for each of ENCODER_DECODER_OPTIONS."""
+    decoders = {}
+    for name, (own, cross) in ENCODER_DECODER_OPTIONS.items():
+        decoder = TransformerDecoder(32, num_heads=2, attention_options=own, cross_attention_options=cross)
+        decoder(decoder_input, encoder_input[0])
+        decoders[name] = _randomised(decoder, seed=5)
+    return decoders
+
+
+def _cached_decoding(decoder, x, memory, padding, prompt: int) -> list[np.ndarray]:
+    """The outputs of a prompt of `prompt` tokens at 0, then a token a step, as KerasHub's BART:
+    the cross-attention cache written by the prompt and reused as it is (a step's one dropped)."""
+    arguments = {"encoder_padding_mask": padding}
     cache = ops.zeros(decoder.self_attention_cache_shape(2, LENGTH))
-    cross = ops.zeros(decoder.cross_attention_cache_shape(2, 5))
-    for i in range(LENGTH):
-        step, cache, cross = decoder(
-            x[:, i : i + 1], memory, self_attention_cache=cache, self_attention_cache_update_index=i,
-            cross_attention_cache=cross, cross_attention_cache_update_index=0 if i == 0 else None,
-        )  # fmt: skip
-        np.testing.assert_allclose(ops.convert_to_numpy(step)[:, 0], whole[:, i], atol=1e-5, err_msg=f"pos {i}")
+    written = ops.zeros(decoder.cross_attention_cache_shape(2, ENCODER))
+    head, cache, written = decoder(x[:, :prompt], memory, self_attention_cache=cache,
+                                   self_attention_cache_update_index=0, cross_attention_cache=written,
+                                   cross_attention_cache_update_index=0, **arguments)  # fmt: skip
+    outputs = list(ops.convert_to_numpy(head).transpose(1, 0, 2))
+    for i in range(prompt, LENGTH):
+        step, cache, reused = decoder(x[:, i : i + 1], memory, self_attention_cache=cache,
+                                      self_attention_cache_update_index=i, cross_attention_cache=written,
+                                      cross_attention_cache_update_index=None, **arguments)  # fmt: skip
+        np.testing.assert_array_equal(ops.convert_to_numpy(reused), ops.convert_to_numpy(written))
+        outputs.append(ops.convert_to_numpy(step)[:, 0])
+    return outputs
 
 
-def test_a_cross_attention_cache_is_refused_where_it_needs_the_decoder_position():
-    x, memory = np.zeros((2, 4, D), "float32"), np.zeros((2, 3, D), "float32")
-    decoder = TransformerDecoder(32, num_heads=2, cross_attention_options={"attention_conv": "2d"})
-    decoder(x, memory)
-    cache, cross = ops.zeros(decoder.self_attention_cache_shape(2, 4)), ops.zeros((2, 3, 3, 2, 8))
-    with pytest.raises(ValueError, match="cannot serve attention_conv"):
-        decoder(x[:, :1], memory, self_attention_cache=cache, self_attention_cache_update_index=0,
-                cross_attention_cache=cross, cross_attention_cache_update_index=0)  # fmt: skip
+@pytest.mark.parametrize("name", list(ENCODER_DECODER_OPTIONS))
+def test_the_cross_attention_cache_with_positions_and_convolutions(
+    name, encoder_decoders, decoder_input, encoder_input
+):
+    """Cached cross-attention (convolutions, +P, +R, ALiBi, Shaw, temperature, talking heads), with
+    the encoder's padding: a token at a time, and a prompt at once then steps, = the whole sequence."""
+    decoder, (memory, padding) = encoder_decoders[name], encoder_input
+    whole = ops.convert_to_numpy(decoder(decoder_input, memory, encoder_padding_mask=padding))
+    for prompt in (1, 3):
+        for i, step in enumerate(_cached_decoding(decoder, decoder_input, memory, padding, prompt)):
+            np.testing.assert_allclose(step, whole[:, i], atol=1e-5, err_msg=f"prompt {prompt}, pos {i}")
+
+
+def test_a_cross_attention_cache_without_the_decoder_position_is_refused(encoder_decoders, encoder_input):
+    decoder, memory = encoder_decoders["conv2d_pre_r_p"], encoder_input[0]
+    x, cross = memory[:, :1], ops.zeros(decoder.cross_attention_cache_shape(2, ENCODER))
+    arguments = {"cross_attention_cache": cross, "cross_attention_cache_update_index": 0}
+    cache = ops.zeros(decoder.self_attention_cache_shape(2, LENGTH))
+    with pytest.raises(ValueError, match="needs the decoder position; pass self_attention_cache_update_index"):
+        decoder(x, memory, self_attention_cache=cache, self_attention_cache_update_index=None, **arguments)
+    keras_hubs = ops.zeros((2, 3, LENGTH, 2, 8))  # the self-attention's slots, no room for the cross queries
+    with pytest.raises(ValueError, match="self_attention_cache has 4 slots"):
+        decoder(x, memory, self_attention_cache=keras_hubs, self_attention_cache_update_index=0, **arguments)
+    too_long = ops.zeros(decoder.self_attention_cache_shape(2, LENGTH + 1))
+    with pytest.raises(ValueError, match=f"max_len={LENGTH}"):
+        decoder(x, memory, self_attention_cache=too_long, self_attention_cache_update_index=0, **arguments)
 
 
 class TinyCausalLM(keras_hub.models.CausalLM):
