@@ -22,18 +22,18 @@ DECODER_OPTIONS = {
         "relative_position_representation": 2,
     },
 }  # fmt: skip
-ENCODER_DECODER_OPTIONS = {  # (self-attention's, cross-attention's)
-    "conv2d_post_k33_alibi": ({}, {"attention_conv": "2d", "conv_kernel_size": (3, 3), "alibi": True}),
-    "conv2d_pre_r_p": (
-        {"attention_conv": "2d"},
-        {"attention_conv": "2d", "conv_before_softmax": True, "conv_kernel_size": (2, 3), "relative_bias": True,
-         "position_interaction": True, "max_len": LENGTH},
-    ),
-    "conv1d_shaw_temp_talking": (
-        {}, {"attention_conv": "1d", "max_len": LENGTH, "relative_position_representation": 1, "temperature": True,
-             "talking_heads": True},
-    ),
+CROSS_OPTIONS = {  # the cross-attention's, beside the self-attention's of DECODER_OPTIONS
+    "plain": {"attention_conv": "2d", "conv_kernel_size": (3, 3), "alibi": True},
+    "conv2d_pre_alibi": {
+        "attention_conv": "2d", "conv_before_softmax": True, "conv_kernel_size": (2, 3), "relative_bias": True,
+        "position_interaction": True, "max_len": LENGTH,
+    },
+    "conv1d_temp_talking_shaw": {
+        "attention_conv": "1d", "max_len": LENGTH, "relative_position_representation": 1, "temperature": True,
+        "talking_heads": True,
+    },
 }  # fmt: skip
+FAST_BUILD = {"kernel_initializer": "zeros"}  # randomised after (JAX compiles a random draw per shape)
 
 
 def _randomised(layer, seed=0):
@@ -43,20 +43,25 @@ def _randomised(layer, seed=0):
     return layer
 
 
+def _index(i: int):
+    """A step's position as a tensor, as in KerasHub's compiled `generate` (every step one shape)."""
+    return ops.convert_to_tensor(i, "int32")
+
+
 @pytest.fixture(scope="module")
 def decoder_input() -> np.ndarray:
     return np.random.default_rng(1).normal(size=(2, LENGTH, D)).astype("float32")
 
 
-@pytest.mark.parametrize("name", list(DECODER_OPTIONS))
-def test_the_decoder_one_token_at_a_time_equals_the_whole_sequence(name, decoder_input):
+def test_the_decoder_one_token_at_a_time_equals_the_whole_sequence(decoder_input):
+    """A decoder without cross-attention (its self-attention's options also in the tests below)."""
     x = decoder_input
-    decoder = TransformerDecoder(32, num_heads=2, attention_options=DECODER_OPTIONS[name])
+    decoder = TransformerDecoder(32, num_heads=2, attention_options=DECODER_OPTIONS["conv2d_pre_alibi"], **FAST_BUILD)
     decoder(x)
     whole = ops.convert_to_numpy(_randomised(decoder)(x))
     cache = ops.zeros(decoder.self_attention_cache_shape(2, LENGTH))
     for i in range(LENGTH):
-        step, cache = decoder(x[:, i : i + 1], self_attention_cache=cache, self_attention_cache_update_index=i)
+        step, cache = decoder(x[:, i : i + 1], self_attention_cache=cache, self_attention_cache_update_index=_index(i))
         np.testing.assert_allclose(ops.convert_to_numpy(step)[:, 0], whole[:, i], atol=1e-5, err_msg=f"pos {i}")
 
 
@@ -70,10 +75,11 @@ def encoder_input():
 
 @pytest.fixture(scope="module")
 def encoder_decoders(decoder_input, encoder_input) -> dict:
-    """A built, randomised decoder with cross-attention for each of ENCODER_DECODER_OPTIONS."""
+    """A built, randomised decoder with cross-attention for each of CROSS_OPTIONS."""
     decoders = {}
-    for name, (own, cross) in ENCODER_DECODER_OPTIONS.items():
-        decoder = TransformerDecoder(32, num_heads=2, attention_options=own, cross_attention_options=cross)
+    for name, cross in CROSS_OPTIONS.items():
+        options = {"attention_options": DECODER_OPTIONS[name], "cross_attention_options": cross}
+        decoder = TransformerDecoder(32, num_heads=2, **options, **FAST_BUILD)
         decoder(decoder_input, encoder_input[0])
         decoders[name] = _randomised(decoder, seed=5)
     return decoders
@@ -91,19 +97,19 @@ def _cached_decoding(decoder, x, memory, padding, prompt: int) -> list[np.ndarra
     outputs = list(ops.convert_to_numpy(head).transpose(1, 0, 2))
     for i in range(prompt, LENGTH):
         step, cache, reused = decoder(x[:, i : i + 1], memory, self_attention_cache=cache,
-                                      self_attention_cache_update_index=i, cross_attention_cache=written,
+                                      self_attention_cache_update_index=_index(i), cross_attention_cache=written,
                                       cross_attention_cache_update_index=None, **arguments)  # fmt: skip
         np.testing.assert_array_equal(ops.convert_to_numpy(reused), ops.convert_to_numpy(written))
         outputs.append(ops.convert_to_numpy(step)[:, 0])
     return outputs
 
 
-@pytest.mark.parametrize("name", list(ENCODER_DECODER_OPTIONS))
-def test_the_cross_attention_cache_with_positions_and_convolutions(
+@pytest.mark.parametrize("name", list(CROSS_OPTIONS))
+def test_the_decoder_with_cross_attention_cached_equals_the_whole_sequence(
     name, encoder_decoders, decoder_input, encoder_input
 ):
-    """Cached cross-attention (convolutions, +P, +R, ALiBi, Shaw, temperature, talking heads), with
-    the encoder's padding: a token at a time, and a prompt at once then steps, = the whole sequence."""
+    """Cached self- and cross-attention (convolutions, +P, +R, ALiBi, Shaw, temperature, talking
+    heads; the encoder padded): a token at a time, and a prompt at once then steps."""
     decoder, (memory, padding) = encoder_decoders[name], encoder_input
     whole = ops.convert_to_numpy(decoder(decoder_input, memory, encoder_padding_mask=padding))
     for prompt in (1, 3):
@@ -112,7 +118,7 @@ def test_the_cross_attention_cache_with_positions_and_convolutions(
 
 
 def test_a_cross_attention_cache_without_the_decoder_position_is_refused(encoder_decoders, encoder_input):
-    decoder, memory = encoder_decoders["conv2d_pre_r_p"], encoder_input[0]
+    decoder, memory = encoder_decoders["conv2d_pre_alibi"], encoder_input[0]
     x, cross = memory[:, :1], ops.zeros(decoder.cross_attention_cache_shape(2, ENCODER))
     arguments = {"cross_attention_cache": cross, "cross_attention_cache_update_index": 0}
     cache = ops.zeros(decoder.self_attention_cache_shape(2, LENGTH))
@@ -132,10 +138,10 @@ class TinyCausalLM(keras_hub.models.CausalLM):
 
     def __init__(self, attention_options: dict, **kwargs):
         super().__init__(**kwargs)
-        self.embedding = keras.layers.Embedding(VOCAB, D)
-        self.positions = keras_hub.layers.PositionEmbedding(LENGTH)
-        self.blocks = [TransformerDecoder(32, num_heads=2, attention_options=attention_options) for _ in range(2)]
-        self.head = keras.layers.Dense(VOCAB)
+        self.embedding = keras.layers.Embedding(VOCAB, D, embeddings_initializer="zeros")
+        self.positions = keras_hub.layers.PositionEmbedding(LENGTH, initializer="zeros")
+        self.blocks = [TransformerDecoder(32, 2, attention_options=attention_options, **FAST_BUILD) for _ in range(2)]
+        self.head = keras.layers.Dense(VOCAB, kernel_initializer="zeros")
 
     def call(self, token_ids):
         x = self.embedding(token_ids)

@@ -97,8 +97,10 @@ def empty_query_cache(layer, batch_size: int, max_length: int, dtype=None):
 
 def _check(layer, cache, cache_update_index, query_position, query_cache) -> None:
     if cache is None:
+        given = {"cache_update_index": cache_update_index, "query_position": query_position, "query_cache": query_cache}
+        names = " and ".join(f"`{name}`" for name, value in given.items() if value is not None)
         raise ValueError(
-            f"{layer.name}: `cache_update_index` and `query_position` need a `cache`; received cache=None, "
+            f"{layer.name}: {names} needs a `cache`; received cache=None, "
             f"cache_update_index={cache_update_index}, query_position={query_position}."
         )
     if layer._value_dim != layer._key_dim:
