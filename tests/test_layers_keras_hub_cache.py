@@ -57,7 +57,7 @@ def test_the_decoder_one_token_at_a_time_equals_the_whole_sequence(decoder_input
     """A decoder without cross-attention (its self-attention's options also in the tests below)."""
     x = decoder_input
     decoder = TransformerDecoder(32, num_heads=2, attention_options=DECODER_OPTIONS["conv2d_pre_alibi"], **FAST_BUILD)
-    decoder(x)
+    decoder.build(x.shape)
     whole = ops.convert_to_numpy(_randomised(decoder)(x))
     cache = ops.zeros(decoder.self_attention_cache_shape(2, LENGTH))
     for i in range(LENGTH):
@@ -80,19 +80,21 @@ def encoder_decoders(decoder_input, encoder_input) -> dict:
     for name, cross in CROSS_OPTIONS.items():
         options = {"attention_options": DECODER_OPTIONS[name], "cross_attention_options": cross}
         decoder = TransformerDecoder(32, num_heads=2, **options, **FAST_BUILD)
-        decoder(decoder_input, encoder_input[0])
+        decoder.build(decoder_input.shape, encoder_input[0].shape)
         decoders[name] = _randomised(decoder, seed=5)
     return decoders
 
 
 def _cached_decoding(decoder, x, memory, padding, prompt: int) -> list[np.ndarray]:
     """The outputs of a prompt of `prompt` tokens at 0, then a token a step, as KerasHub's BART:
-    the cross-attention cache written by the prompt and reused as it is (a step's one dropped)."""
+    the cross-attention cache written by the prompt and reused as it is (a step's one dropped).
+    The prompt's position is KerasHub's int 0; a prompt of one token's a tensor, as the steps'."""
     arguments = {"encoder_padding_mask": padding}
     cache = ops.zeros(decoder.self_attention_cache_shape(2, LENGTH))
     written = ops.zeros(decoder.cross_attention_cache_shape(2, ENCODER))
+    start = _index(0) if prompt == 1 else 0
     head, cache, written = decoder(x[:, :prompt], memory, self_attention_cache=cache,
-                                   self_attention_cache_update_index=0, cross_attention_cache=written,
+                                   self_attention_cache_update_index=start, cross_attention_cache=written,
                                    cross_attention_cache_update_index=0, **arguments)  # fmt: skip
     outputs = list(ops.convert_to_numpy(head).transpose(1, 0, 2))
     for i in range(prompt, LENGTH):
