@@ -120,6 +120,9 @@ def test_bad_caches_are_refused_with_the_reason(inputs):
     cross = layer.empty_cache(2, ENCODER, cross=True)
     with pytest.raises(ValueError, match="needs `query_cache`"):
         layer(token, inputs[:, :ENCODER], cache=cross, cache_update_index=0, query_position=0)
+    with pytest.raises(ValueError, match="conv_causal=True"):
+        layer(token, inputs[:, :ENCODER], cache=cross, cache_update_index=0, query_position=0,
+              query_cache=empty_query_cache(layer, 2, LENGTH))  # fmt: skip
     positional = _layer(VARIANTS["p_r"])
     with pytest.raises(ValueError, match=f"max_len={LENGTH}"):
         positional(token, inputs[:, :ENCODER], cache=cross, cache_update_index=0, query_position=LENGTH)

@@ -148,6 +148,11 @@ def _check_query_cache(layer, query_cache) -> None:
         )
     if len(query_cache.shape) != 4 or tuple(query_cache.shape[2:]) != (layer.num_heads, layer.key_dim):
         raise ValueError(f"{layer.name}: `query_cache` must be {expected}; received shape {tuple(query_cache.shape)}.")
+    if not layer.conv_causal:  # centred taps read later decoder queries, which a step does not have
+        raise ValueError(
+            f"{layer.name}: a cached cross-attention's convolution reads earlier decoder queries only; "
+            "build the layer with conv_causal=True (as KerasHub's TransformerDecoder does)."
+        )
 
 
 def _updated(cache, index, projections):

@@ -39,7 +39,7 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
     `MultiHeadAttention` takes both (`convatt.layers.attention_cache`: keys, values and,
     with a convolution, queries). KerasHub's decoder gives its cross-attention only the
     encoder's mask and cache; what else it needs for a call, `TransformerDecoder` sets
-    here (`decoder_call`) and resets after.
+    here (`_cross_attention_inputs`) and resets after.
     """
 
     query_padding_mask = None
@@ -66,7 +66,7 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
 
 
 @contextlib.contextmanager
-def decoder_call(cross: CacheFreeMultiHeadAttention | None, padding=None, position=None, queries=None):
+def _cross_attention_inputs(cross: CacheFreeMultiHeadAttention | None, padding=None, position=None, queries=None):
     """Within the block: `cross`'s query padding, decoder position and decoder queries of one
     decoder call (KerasHub passes none of them); reset after (None: no cross-attention)."""
     if cross is None:
@@ -158,10 +158,20 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
 
     Decoding a token at a time: KerasHub's `self_attention_cache` and
     `self_attention_cache_update_index` (and the cross-attention's), as KerasHub's
-    decoder; make each cache with `self_attention_cache_shape` / `cross_attention_cache_shape`
-    (a convolution keeps the queries too: 3 slots instead of KerasHub's 2). The
-    cross-attention takes a cache when its options have no convolution and no
-    modification that reads positions (it never learns the decoder position).
+    decoder, whatever the modifications of either attention; make each cache with
+    `self_attention_cache_shape` / `cross_attention_cache_shape`. The self-attention
+    cache is `(batch, slots, max_length, num_heads, key_dim)`: keys, values, with a
+    convolution in the self-attention its queries, and with one in the cross-attention
+    the cross-attention's queries last (the earlier decoder queries its convolution
+    reads; kept here because every step threads this cache through, while KerasHub's
+    seq2seq models drop the cross-attention cache a step returns). The cross-attention
+    cache is KerasHub's `(batch, 2, encoder_length, num_heads, key_dim)`: the encoder's
+    keys and values, written at `cross_attention_cache_update_index=0` and reused at
+    None. The cross-attention's rows are at the decoder positions
+    `self_attention_cache_update_index + t` (a ValueError where a modification needs
+    them and the index is None), its keys at `0 .. encoder_length - 1`, as on whole
+    sequences; its mask (the encoder's padding) is taken to be the same for every
+    decoder position (`convatt.layers.attention_cache`).
 
     Args:
         attention_options: dict. Modification options of `convatt.layers.MultiHeadAttention`
@@ -256,7 +266,7 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         if cross is not None and cross_attention_cache is not None and self_attention_cache is not None:
             position = self._cross_query_position(self_attention_cache, self_attention_cache_update_index)
             arguments["self_attention_cache"], queries = self._split_cache(self_attention_cache)
-        with decoder_call(cross, padding, position, queries):
+        with _cross_attention_inputs(cross, padding, position, queries):
             outputs = super().call(**arguments)
             if queries is None:
                 return outputs
