@@ -119,8 +119,10 @@ def test_the_decoder_with_cross_attention_cached_equals_the_whole_sequence(
             np.testing.assert_allclose(step, whole[:, i], atol=1e-5, err_msg=f"prompt {prompt}, pos {i}")
 
 
-def test_a_cross_attention_cache_without_the_decoder_position_is_refused(encoder_decoders, encoder_input):
+def test_the_cache_shapes_and_a_cross_attention_cache_without_the_decoder_position(encoder_decoders, encoder_input):
     decoder, memory = encoder_decoders["conv2d_pre_alibi"], encoder_input[0]
+    assert decoder.cross_attention_cache_shape(2, ENCODER) == (2, 2, ENCODER, 2, 8)  # KerasHub's (BART makes it)
+    assert decoder.self_attention_cache_shape(2, LENGTH) == (2, 4, LENGTH, 2, 8)  # k, v, q; the cross-attention's q
     x, cross = memory[:, :1], ops.zeros(decoder.cross_attention_cache_shape(2, ENCODER))
     arguments = {"cross_attention_cache": cross, "cross_attention_cache_update_index": 0}
     cache = ops.zeros(decoder.self_attention_cache_shape(2, LENGTH))
