@@ -115,7 +115,8 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             (`empty_cache`): decode a few tokens at a time, KerasHub's way; the
             call then returns `(output, cache)` (or `(output, attention, cache)`).
             Slots: keys, values, and with a convolution the queries
-            (`convatt.layers.attention_cache`); every modification decodes exactly.
+            (`convatt.layers.attention_cache`); a cross-attention's: keys and
+            values (`empty_cache(..., cross=True)`). Every modification decodes exactly.
         cache_update_index: int or int tensor: the position of `query`'s first
             token, where the cache is updated; in cross-attention (with
             `query_position`) where the keys and values are written (0), or None
