@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from convatt.layers import MultiHeadAttention
-from convatt.layers.attention_cache import cache_shape
+from convatt.layers.attention_cache import cache_shape, empty_query_cache
 
-LENGTH, DIM, HEADS = 6, 8, 2
+LENGTH, DIM, HEADS, ENCODER = 6, 8, 2, 4
 
 VARIANTS = {
     "plain": {},
@@ -73,9 +73,39 @@ def test_a_prompt_at_once_then_steps(name, inputs):
         np.testing.assert_allclose(keras.ops.convert_to_numpy(step)[:, 0], whole[:, i], atol=1e-5, err_msg=f"pos {i}")
 
 
+@pytest.fixture(scope="module")
+def encoder() -> tuple[np.ndarray, np.ndarray]:
+    """An encoder's output and its padding (the first example's last key is a pad)."""
+    padding = np.ones((2, ENCODER), bool)
+    padding[0, -1] = False
+    return np.random.default_rng(2).normal(size=(2, ENCODER, DIM)).astype("float32"), padding
+
+
+@pytest.mark.parametrize("name", ["p_r", "all_post", "all_pre_1d", "conv2d_pre_mta"])
+def test_a_cross_attention_cache_equals_the_whole_cross_attention(name, inputs, encoder):
+    """The decoder's queries at `query_position` (a tensor: as in a compiled generate), the
+    encoder's keys written once and reused; a convolution's earlier queries in `query_cache`."""
+    options = VARIANTS[name]
+    layer = _layer({**options, "conv_causal": True} if options.get("attention_conv") else options)
+    memory, padding = encoder
+    whole = keras.ops.convert_to_numpy(layer(inputs, memory, value_mask=padding))
+    cache, mask = layer.empty_cache(2, ENCODER, cross=True), padding[:, None, :]
+    queries = empty_query_cache(layer, 2, LENGTH) if options.get("attention_conv") else None
+    prompt = 2
+    head, cache, *queries = layer(inputs[:, :prompt], memory, cache=cache, cache_update_index=0, query_position=0,
+                                  query_cache=queries, attention_mask=mask)  # fmt: skip
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(head), whole[:, :prompt], atol=1e-5)
+    for i in range(prompt, LENGTH):
+        position, query_cache = keras.ops.convert_to_tensor(i), queries[0] if queries else None
+        step, _, *queries = layer(inputs[:, i : i + 1], memory, cache=cache, query_position=position,
+                                  query_cache=query_cache, attention_mask=mask)  # fmt: skip
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(step)[:, 0], whole[:, i], atol=1e-5, err_msg=f"pos {i}")
+
+
 def test_the_cache_keeps_queries_only_for_a_convolution():
     assert cache_shape(_layer(VARIANTS["all_post"]), 2, 5) == (2, 3, 5, HEADS, DIM // HEADS)
     assert cache_shape(_layer(VARIANTS["p_r"]), 2, 5) == (2, 2, 5, HEADS, DIM // HEADS)
+    assert cache_shape(_layer(VARIANTS["all_post"]), 2, 5, cross=True) == (2, 2, 5, HEADS, DIM // HEADS)
 
 
 def test_bad_caches_are_refused_with_the_reason(inputs):
@@ -87,3 +117,12 @@ def test_bad_caches_are_refused_with_the_reason(inputs):
         layer(token, token, cache_update_index=0)
     with pytest.raises(ValueError, match="query position"):
         layer(token, token, cache=layer.empty_cache(2, LENGTH))
+    cross = layer.empty_cache(2, ENCODER, cross=True)
+    with pytest.raises(ValueError, match="needs `query_cache`"):
+        layer(token, inputs[:, :ENCODER], cache=cross, cache_update_index=0, query_position=0)
+    with pytest.raises(ValueError, match="conv_causal=True"):
+        layer(token, inputs[:, :ENCODER], cache=cross, cache_update_index=0, query_position=0,
+              query_cache=empty_query_cache(layer, 2, LENGTH))  # fmt: skip
+    positional = _layer(VARIANTS["p_r"])
+    with pytest.raises(ValueError, match=f"max_len={LENGTH}"):
+        positional(token, inputs[:, :ENCODER], cache=cross, cache_update_index=0, query_position=LENGTH)

@@ -15,13 +15,31 @@ Token Attention's own generator does). Every other modification acts on each que
 and only needs its position: `cache_update_index + t` for the `t`-th new query. Temperature
 scales the cached projections at use, so the cache holds the plain projections.
 
+Cross-attention (a decoder's queries, an encoder's keys): the cache is KerasHub's
+`(batch, 2, encoder_length, num_heads, key_dim)` (`empty_cache(..., cross=True)`), written at
+`cache_update_index` (0: the encoder's keys and values) or reused as it is (None). Its axis is
+the encoder's, so the queries' positions come from `query_position`, the decoder position of
+the first new query: the rows' positions are `query_position + t` and the keys'
+`0 .. encoder_length - 1`, as in the whole-sequence cross-attention (a modification with
+`max_len` takes no decoder position past it). With a convolution the earlier decoder queries
+live in a `query_cache` `(batch, max_length, num_heads, key_dim)` on the decoder's axis
+(`empty_query_cache`), written at `query_position` and returned updated after the cache.
+KerasHub's decoder keeps it as one more slot of its self-attention cache, the cache every
+step threads through (KerasHub's seq2seq models drop the cross-attention cache a step
+returns). The earlier rows attend the keys the first new row attends (the cross-attention's
+mask is assumed the same for every query row, as KerasHub's decoder makes it: the encoder's
+padding); rows before decoder position 0 are the convolution's zero padding.
+
 A cached call computes what the whole-sequence causal call computes at the same positions
-(`use_causal_mask=True`, or KerasHub's causal mask with `conv_causal=True`).
+(`use_causal_mask=True`, or KerasHub's causal mask with `conv_causal=True`; in cross-attention,
+`conv_causal=True`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 from keras import ops
 
@@ -34,9 +52,10 @@ KEYS, VALUES, QUERIES = 0, 1, 2
 POSITIONAL = ("position_interaction", "relative_bias", "relative_position_representation", "alibi")
 
 
-def cache_slots(layer) -> int:
-    """2 (keys, values), or 3 (and queries) when a convolution reads earlier queries' rows."""
-    return 3 if getattr(layer, "attention_conv", None) else 2
+def cache_slots(layer, cross: bool = False) -> int:
+    """2 (keys, values), or 3 (and queries) when a convolution reads earlier queries' rows in
+    self-attention (a cross-attention keeps its queries in a `query_cache`)."""
+    return 3 if getattr(layer, "attention_conv", None) and not cross else 2
 
 
 def query_taps(layer) -> int:
@@ -49,49 +68,119 @@ def query_taps(layer) -> int:
     return kernel_pair(layer.conv_kernel_size)[0]
 
 
-def cache_shape(layer, batch_size: int, max_length: int) -> tuple[int, ...]:
-    """The shape of the cache `layer` takes for sequences of up to `max_length` tokens."""
-    return (batch_size, cache_slots(layer), max_length, layer.num_heads, layer.key_dim)
+def needs_query_position(layer) -> list[str]:
+    """The options of `layer` that read the query position (a cross-attention cache needs
+    `query_position` for them)."""
+    return _positional(layer) + (["attention_conv"] if getattr(layer, "attention_conv", None) else [])
 
 
-def empty_cache(layer, batch_size: int, max_length: int, dtype=None):
+def cache_shape(layer, batch_size: int, max_length: int, cross: bool = False) -> tuple[int, ...]:
+    """The shape of the cache `layer` takes for sequences of up to `max_length` tokens (with
+    `cross`: a cross-attention's, for encoder sequences of `max_length`)."""
+    return (batch_size, cache_slots(layer, cross), max_length, layer.num_heads, layer.key_dim)
+
+
+def empty_cache(layer, batch_size: int, max_length: int, dtype=None, cross: bool = False):
     """A zero cache for `layer` (the caller owns it; each cached call returns it updated)."""
-    return ops.zeros(cache_shape(layer, batch_size, max_length), dtype=dtype or layer.compute_dtype)
+    return ops.zeros(cache_shape(layer, batch_size, max_length, cross), dtype=dtype or layer.compute_dtype)
 
 
-def _check(layer, cache, cache_update_index) -> None:
+def query_cache_shape(layer, batch_size: int, max_length: int) -> tuple[int, ...]:
+    """The shape of a cross-attention's `query_cache` for decoder sequences of `max_length`."""
+    return (batch_size, max_length, layer.num_heads, layer.key_dim)
+
+
+def empty_query_cache(layer, batch_size: int, max_length: int, dtype=None):
+    """A zero `query_cache` (a cross-attention with a convolution: its queries by decoder position)."""
+    return ops.zeros(query_cache_shape(layer, batch_size, max_length), dtype=dtype or layer.compute_dtype)
+
+
+def _check(layer, cache, cache_update_index, query_position, query_cache) -> None:
     if cache is None:
+        given = {"cache_update_index": cache_update_index, "query_position": query_position, "query_cache": query_cache}
+        names = " and ".join(f"`{name}`" for name, value in given.items() if value is not None)
         raise ValueError(
-            f"{layer.name}: `cache_update_index` needs a `cache`; received cache=None, "
-            f"cache_update_index={cache_update_index}."
+            f"{layer.name}: {names} needs a `cache`; received cache=None, "
+            f"cache_update_index={cache_update_index}, query_position={query_position}."
         )
     if layer._value_dim != layer._key_dim:
         raise ValueError(
             f"{layer.name}: a cache needs value_dim == key_dim (as KerasHub's); "
             f"received value_dim={layer._value_dim}, key_dim={layer._key_dim}."
         )
-    slots = cache_slots(layer)
+    cross = query_position is not None
+    slots = cache_slots(layer, cross)
     if len(cache.shape) != 5 or cache.shape[1] != slots:
+        length = "encoder_length" if cross else "max_length"
         raise ValueError(
-            f"{layer.name}: the cache must be (batch, {slots}, max_length, num_heads, key_dim) "
-            f"({'keys, values, queries' if slots == 3 else 'keys, values'}); received shape {tuple(cache.shape)}. "
-            "Make it with convatt.layers.attention_cache.empty_cache(layer, batch_size, max_length)."
+            f"{layer.name}: the {'cross-attention ' if cross else ''}cache must be (batch, {slots}, {length}, "
+            f"num_heads, key_dim) ({'keys, values, queries' if slots == 3 else 'keys, values'}); received shape "
+            f"{tuple(cache.shape)}. Make it with convatt.layers.attention_cache.empty_cache(layer, batch_size, "
+            f"{length}{', cross=True' if cross else ''})."
         )
-    positional = [name for name in POSITIONAL if layer.modifications.get(name) is not None]
-    if cache_update_index is None and (slots == 3 or positional):
+    if cross:
+        _check_query_cache(layer, query_cache)
+    elif query_cache is not None:
+        raise ValueError(f"{layer.name}: `query_cache` is for a cross-attention cache (with `query_position`).")
+    elif cache_update_index is None and (slots == 3 or _positional(layer)):
         raise ValueError(
-            f"{layer.name}: a cache without `cache_update_index` (a cross-attention's reused keys) "
-            f"gives no query position, which {', '.join(positional) or 'attention_conv'} needs."
+            f"{layer.name}: a cache without `cache_update_index` (a cross-attention's reused keys) gives no "
+            f"query position, which {', '.join(_positional(layer)) or 'attention_conv'} needs: pass "
+            "`query_position` (the decoder position of the first query)."
         )
 
 
-def _updated(layer, cache, index, projections):
-    """The cache with `projections` (keys, values[, queries]) written at `index`."""
+def _positional(layer) -> list[str]:
+    return [name for name in POSITIONAL if getattr(layer, "modifications", {}).get(name) is not None]
+
+
+def _check_query_cache(layer, query_cache) -> None:
+    """A cross-attention with a convolution needs the earlier decoder queries (`query_cache`)."""
+    expected = f"(batch, max_length, {layer.num_heads}, {layer.key_dim})"
+    if not layer.attention_conv:
+        if query_cache is not None:
+            raise ValueError(f"{layer.name}: `query_cache` keeps a convolution's earlier queries; this layer has none.")
+        return
+    if query_cache is None:
+        raise ValueError(
+            f"{layer.name}: a cross-attention cache with attention_conv needs `query_cache` {expected}: its "
+            "queries at the decoder positions (empty_query_cache(layer, batch_size, max_length))."
+        )
+    if len(query_cache.shape) != 4 or tuple(query_cache.shape[2:]) != (layer.num_heads, layer.key_dim):
+        raise ValueError(f"{layer.name}: `query_cache` must be {expected}; received shape {tuple(query_cache.shape)}.")
+    if not layer.conv_causal:  # centred taps read later decoder queries, which a step does not have
+        raise ValueError(
+            f"{layer.name}: a cached cross-attention's convolution reads earlier decoder queries only; "
+            "build the layer with conv_causal=True (as KerasHub's TransformerDecoder does)."
+        )
+
+
+def _updated(cache, index, projections):
+    """The cache with `projections` (keys, values[, queries]) written at `index` (its first slots)."""
     slots = []
-    for slot, update in enumerate(projections):
+    for slot in range(cache.shape[1]):
         old = cache[:, slot, ...]
-        slots.append(ops.slice_update(old, [0, index, 0, 0], ops.cast(update, old.dtype)))
+        if slot < len(projections):
+            old = ops.slice_update(old, [0, index, 0, 0], ops.cast(projections[slot], old.dtype))
+        slots.append(old)
     return ops.stack(slots, axis=1)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Where the query rows of one cached call are.
+
+    Attributes:
+        start: the position of the first new query (int or int tensor).
+        history: `(b, max_length, h, d)`: the projected queries by position, which a
+            convolution reads its earlier rows from; None without a convolution.
+        cross: the keys are not the queries' sequence (a cross-attention cache): the
+            earlier rows attend the keys the first new row attends, not causally cut.
+    """
+
+    start: Any
+    history: Any = None
+    cross: bool = False
 
 
 def cached_call(
@@ -105,30 +194,53 @@ def cached_call(
     use_causal_mask=False,
     return_attention_scores=False,
     training=None,
+    query_position=None,
+    query_cache=None,
 ):
-    """`layer`'s output for the new tokens `query` at `cache_update_index`, and the updated cache.
+    """`layer`'s output for the new tokens `query`, and the updated cache (module docstring).
 
-    Returns `(output, cache)` or `(output, attention, cache)` (KerasHub's order)."""
-    _check(layer, cache, cache_update_index)
+    Returns `(output, cache)` or `(output, attention, cache)` (KerasHub's order), and the
+    updated `query_cache` last where one was given."""
+    _check(layer, cache, cache_update_index, query_position, query_cache)
     key = value if key is None else key
     query_proj = layer._query_dense(query)
-    if cache_update_index is None:  # reuse the cache as it is (KerasHub's cross-attention)
-        key_proj, value_proj = cache[:, KEYS, ...], cache[:, VALUES, ...]
-    else:
-        new = [layer._key_dense(key), layer._value_dense(value)] + [query_proj][: cache_slots(layer) - 2]
-        cache = _updated(layer, cache, cache_update_index, new)
-        key_proj, value_proj = cache[:, KEYS, ...], cache[:, VALUES, ...]
-    start = 0 if cache_update_index is None else cache_update_index
-    mask = _new_rows_mask(query_proj, key_proj, start, attention_mask, use_causal_mask)
+    cross = query_position is not None
+    if cache_update_index is not None:  # None: reuse the cache as it is (KerasHub's cross-attention)
+        new = [layer._key_dense(key), layer._value_dense(value)] + ([] if cross else [query_proj])
+        cache = _updated(cache, cache_update_index, new)
+    if query_cache is not None:
+        query_cache = ops.slice_update(query_cache, [0, query_position, 0, 0], ops.cast(query_proj, query_cache.dtype))
+    rows = _rows(layer, cache, cache_update_index, query_position, query_cache)
+    mask = _new_rows_mask(query_proj, cache[:, KEYS, ...], rows.start, attention_mask, use_causal_mask)
     if layer._modified:
-        output, attention = _modified_attention(layer, query_proj, cache, start, mask, training)
+        _check_query_positions(layer, rows, ops.shape(query_proj)[1])
+        output, attention = _modified_attention(layer, query_proj, cache, rows, mask, use_causal_mask, training)
     else:  # Keras' attention on the mask given here (never its fused causal kernel: the cache is longer)
         layer._causal_call = False
         output, attention = layer._compute_attention(
-            query_proj, key_proj, value_proj, mask, training, return_attention_scores
+            query_proj, cache[:, KEYS, ...], cache[:, VALUES, ...], mask, training, return_attention_scores
         )
     output = layer._output_dense(output)
-    return (output, attention, cache) if return_attention_scores else (output, cache)
+    result = (output, attention, cache) if return_attention_scores else (output, cache)
+    return result if query_cache is None else (*result, query_cache)
+
+
+def _rows(layer, cache, cache_update_index, query_position, query_cache) -> _Rows:
+    if query_position is not None:
+        return _Rows(query_position, query_cache, cross=True)
+    start = 0 if cache_update_index is None else cache_update_index
+    return _Rows(start, cache[:, QUERIES, ...] if cache_slots(layer) == 3 else None)
+
+
+def _check_query_positions(layer, rows: _Rows, new_rows) -> None:
+    """A cross-attention's query positions are not bounded by its keys: at most `max_len`, where
+    known when tracing (a Python int position, or the query cache's length)."""
+    if not rows.cross:
+        return  # the keys' length (checked in `_attention_rows`) bounds the positions
+    if isinstance(rows.start, int) and isinstance(new_rows, int):
+        layer._check_length(rows.start + new_rows, None)
+    elif rows.history is not None:
+        layer._check_length(rows.history.shape[1], None)
 
 
 def _new_rows_mask(query_proj, key_proj, start, attention_mask, use_causal_mask):
@@ -147,17 +259,18 @@ def _earlier_rows(layer, start) -> int:
     return min(earlier, start) if isinstance(start, int) else earlier
 
 
-def _modified_attention(layer, query_proj, cache, start, mask, training):
+def _modified_attention(layer, query_proj, cache, rows: _Rows, mask, use_causal_mask, training):
     """The modified attention of the new rows: `(output (b, t, h, d), attention (b, h, t, k))`."""
-    earlier = _earlier_rows(layer, start)
+    earlier = _earlier_rows(layer, rows.start)
     new_rows = ops.shape(query_proj)[1]
-    positions = ops.cast(start, "int32") - earlier + ops.arange(earlier + new_rows, dtype="int32")
+    positions = ops.cast(rows.start, "int32") - earlier + ops.arange(earlier + new_rows, dtype="int32")
     queries = query_proj
     if earlier:  # the earlier queries' rows (positions < 0: zero rows, the convolution's padding)
-        past = ops.take(cache[:, QUERIES, ...], ops.maximum(positions[:earlier], 0), axis=1)
+        past = ops.take(rows.history, ops.maximum(positions[:earlier], 0), axis=1)
         queries = ops.concatenate([ops.cast(past, query_proj.dtype), query_proj], axis=1)
     queries, keys, values = layer._projected(queries, cache[:, KEYS, ...], cache[:, VALUES, ...])
-    keep = _rows_keep(positions, ops.shape(keys)[1], mask, earlier)
+    causal = use_causal_mask or not rows.cross
+    keep = _rows_keep(positions, ops.shape(keys)[1], mask, earlier, causal)
     attention = _attention_rows(layer, queries, keys, AttentionContext(queries, keep, True, None), positions)
     attention = attention[:, :, earlier:, :]
     dropped = layer._dropout_layer(ops.cast(attention, layer.compute_dtype), training=training)
@@ -168,14 +281,21 @@ def _modified_attention(layer, query_proj, cache, start, mask, training):
     return output, ops.cast(attention, layer.compute_dtype)
 
 
-def _rows_keep(positions, key_len, mask, earlier: int):
-    """`(b or 1, 1, rows, key_len)`: the caller's mask on the new rows (None: every key), the
-    causal one on the earlier rows (a convolution's: self-attention only)."""
+def _rows_keep(positions, key_len, mask, earlier: int, causal: bool):
+    """`(b or 1, 1, rows, key_len)`: the caller's mask on the new rows (None: every key); on the
+    earlier rows, the keys the first new row attends (the caller's mask is assumed the same for
+    every row but for causality: KerasHub's), cut causally where `causal` (self-attention), and
+    none before position 0."""
     new_rows = ops.shape(positions)[0] - earlier
-    keep = ops.ones((1, new_rows, key_len), dtype="bool") if mask is None else ops.cast(mask, "bool")
+    keep = ops.ones((1, 1, key_len), dtype="bool") if mask is None else ops.cast(mask, "bool")
+    keep = ops.broadcast_to(keep, (ops.shape(keep)[0], new_rows, key_len))
     if earlier:
-        past = ops.expand_dims(causal_keep(positions[:earlier], key_len), 0)
-        past = ops.broadcast_to(past, (ops.shape(keep)[0], earlier, key_len))
+        past_positions = positions[:earlier]
+        if causal:
+            past = ops.expand_dims(causal_keep(past_positions, key_len), 0)
+        else:
+            past = ops.greater_equal(past_positions, 0)[None, :, None]
+        past = ops.logical_and(keep[:, :1, :], past)
         keep = ops.concatenate([past, keep], axis=1)
     return ops.expand_dims(keep, 1)
 

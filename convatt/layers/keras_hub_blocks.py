@@ -9,9 +9,11 @@ does not need keras-hub.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import keras
+from keras import ops
 
 try:
     import keras_hub
@@ -35,28 +37,46 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
     KerasHub's blocks pass `cache=None, cache_update_index=None` on whole sequences
     (training, scoring) and a cache when decoding a token at a time; convatt's
     `MultiHeadAttention` takes both (`convatt.layers.attention_cache`: keys, values and,
-    with a convolution, queries).
+    with a convolution, queries). KerasHub's decoder gives its cross-attention only the
+    encoder's mask and cache; what else it needs for a call, `TransformerDecoder` sets
+    here (`_cross_attention_inputs`) and resets after.
     """
 
     query_padding_mask = None
     """The queries' padding `(batch, query_len)` the decoder gives its cross-attention for a
     call (KerasHub passes it the encoder's mask only); None: none."""
 
+    query_position = None
+    """For a cached cross-attention call: the decoder position of the first query; None: none."""
+
+    query_cache = None
+    """For a cached cross-attention call with a convolution: the decoder queries
+    `(batch, max_length, num_heads, key_dim)`, returned updated here after the call."""
+
     def call(self, query, value, key=None, cache=None, cache_update_index=None, **kwargs):
         if kwargs.get("query_mask") is None and self.query_padding_mask is not None and cache is None:
             kwargs["query_mask"] = self.query_padding_mask
-        return super().call(query, value, key=key, cache=cache, cache_update_index=cache_update_index, **kwargs)
+        if cache is not None and self.query_position is not None:
+            kwargs.update(query_position=self.query_position, query_cache=self.query_cache)
+        outputs = super().call(query, value, key=key, cache=cache, cache_update_index=cache_update_index, **kwargs)
+        if kwargs.get("query_cache") is not None:
+            *outputs, self.query_cache = outputs
+            outputs = tuple(outputs)
+        return outputs
 
 
-def _check_cross_attention_cache(layer) -> None:
-    """A cross-attention cache is for attention that needs no decoder position."""
-    needs = [name for name in attention_cache.POSITIONAL if layer.modifications.get(name) is not None]
-    needs += ["attention_conv"] if layer.attention_conv else []
-    if needs:
-        raise ValueError(
-            f"{layer.name}: a cross-attention cache cannot serve {', '.join(needs)} (they read the decoder "
-            "position, which the cross-attention never gets); decode without a cross-attention cache."
-        )
+@contextlib.contextmanager
+def _cross_attention_inputs(cross: CacheFreeMultiHeadAttention | None, padding=None, position=None, queries=None):
+    """Within the block: `cross`'s query padding, decoder position and decoder queries of one
+    decoder call (KerasHub passes none of them); reset after (None: no cross-attention)."""
+    if cross is None:
+        yield
+        return
+    cross.query_padding_mask, cross.query_position, cross.query_cache = padding, position, queries
+    try:
+        yield
+    finally:
+        cross.query_padding_mask = cross.query_position = cross.query_cache = None
 
 
 def _replace_attention(block, attribute: str, shape, value_shape, options: dict[str, Any]) -> None:
@@ -138,10 +158,20 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
 
     Decoding a token at a time: KerasHub's `self_attention_cache` and
     `self_attention_cache_update_index` (and the cross-attention's), as KerasHub's
-    decoder; make each cache with `self_attention_cache_shape` / `cross_attention_cache_shape`
-    (a convolution keeps the queries too: 3 slots instead of KerasHub's 2). The
-    cross-attention takes a cache when its options have no convolution and no
-    modification that reads positions (it never learns the decoder position).
+    decoder, whatever the modifications of either attention; make each cache with
+    `self_attention_cache_shape` / `cross_attention_cache_shape`. The self-attention
+    cache is `(batch, slots, max_length, num_heads, key_dim)`: keys, values, with a
+    convolution in the self-attention its queries, and with one in the cross-attention
+    the cross-attention's queries last (the earlier decoder queries its convolution
+    reads; kept here because every step threads this cache through, while KerasHub's
+    seq2seq models drop the cross-attention cache a step returns). The cross-attention
+    cache is KerasHub's `(batch, 2, encoder_length, num_heads, key_dim)`: the encoder's
+    keys and values, written at `cross_attention_cache_update_index=0` and reused at
+    None. The cross-attention's rows are at the decoder positions
+    `self_attention_cache_update_index + t` (a ValueError where a modification needs
+    them and the index is None), its keys at `0 .. encoder_length - 1`, as on whole
+    sequences; its mask (the encoder's padding) is taken to be the same for every
+    decoder position (`convatt.layers.attention_cache`).
 
     Args:
         attention_options: dict. Modification options of `convatt.layers.MultiHeadAttention`
@@ -192,13 +222,23 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
             cross = self._causal(self.cross_attention_options or {})
             _replace_attention(self, "_cross_attention_layer", decoder_sequence_shape, encoder_sequence_shape, cross)
 
+    def _cross_query_slots(self) -> int:
+        """1 where the cross-attention has a convolution (its decoder queries: one more slot of
+        the self-attention cache, the cache every step threads through), else 0."""
+        cross = self._cross_attention_layer
+        return int(cross is not None and bool(cross.attention_conv))
+
     def self_attention_cache_shape(self, batch_size: int, max_length: int) -> tuple[int, ...]:
-        """The shape of the self-attention's cache (the decoder must be built)."""
-        return attention_cache.cache_shape(self._self_attention_layer, batch_size, max_length)
+        """The shape of the self-attention's cache (the decoder must be built): the self-attention's
+        slots (keys, values, and with a convolution queries), then, where the cross-attention has a
+        convolution, the cross-attention's queries (its heads and key_dim are the self-attention's)."""
+        shape = attention_cache.cache_shape(self._self_attention_layer, batch_size, max_length)
+        return (shape[0], shape[1] + self._cross_query_slots(), *shape[2:])
 
     def cross_attention_cache_shape(self, batch_size: int, encoder_length: int) -> tuple[int, ...]:
-        """The shape of the cross-attention's cache (the decoder must be built)."""
-        return attention_cache.cache_shape(self._cross_attention_layer, batch_size, encoder_length)
+        """The shape of the cross-attention's cache, KerasHub's `(batch, 2, encoder_length, num_heads,
+        key_dim)` (the decoder must be built)."""
+        return attention_cache.cache_shape(self._cross_attention_layer, batch_size, encoder_length, cross=True)
 
     def call(
         self,
@@ -215,22 +255,49 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         use_causal_mask=True,
         training=None,
     ):
-        # KerasHub's cross-attention gets no mask of its queries (the decoder's tokens); with a
-        # convolution their padding would reach real rows: give it the decoder's padding.
+        # KerasHub's cross-attention gets no mask of its queries (the decoder's tokens; with a
+        # convolution their padding would reach real rows), nor, cached, their decoder position.
         arguments = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
-        cross = self._cross_attention_layer
-        if cross_attention_cache is not None:
-            _check_cross_attention_cache(cross)
+        cross = self._cross_attention_layer if encoder_sequence is not None else None
         padding = decoder_padding_mask
         if padding is None:
             padding = getattr(decoder_sequence, "_keras_mask", None)
-        if cross is not None and encoder_sequence is not None:
-            cross.query_padding_mask = padding
-        try:
-            return super().call(**arguments)
-        finally:
-            if cross is not None:
-                cross.query_padding_mask = None
+        position = queries = None
+        if cross is not None and cross_attention_cache is not None and self_attention_cache is not None:
+            position = self._cross_query_position(self_attention_cache, self_attention_cache_update_index)
+            arguments["self_attention_cache"], queries = self._split_cache(self_attention_cache)
+        with _cross_attention_inputs(cross, padding, position, queries):
+            outputs = super().call(**arguments)
+            if queries is None:
+                return outputs
+            x, own, cross_cache = outputs  # the cross-attention's queries back into the self-attention cache
+            return x, ops.concatenate([own, ops.expand_dims(cross.query_cache, 1)], axis=1), cross_cache
+
+    def _cross_query_position(self, self_attention_cache, index):
+        """The decoder position a cached cross-attention call needs (None where it needs none)."""
+        cross = self._cross_attention_layer
+        needs = attention_cache.needs_query_position(cross)
+        if needs and index is None:
+            raise ValueError(
+                f"{self.name}: a cross-attention cache with {', '.join(needs)} needs the decoder position; "
+                "pass self_attention_cache_update_index (the position of the first new token)."
+            )
+        cross._check_length(self_attention_cache.shape[2], None)  # the decoder positions, up to max_len
+        return index
+
+    def _split_cache(self, self_attention_cache):
+        """(the self-attention's own cache, the cross-attention's queries or None)."""
+        if not self._cross_query_slots():
+            return self_attention_cache, None
+        slots = self_attention_cache.shape[1]
+        expected = self.self_attention_cache_shape(None, None)[1]
+        if len(self_attention_cache.shape) != 5 or slots != expected:
+            raise ValueError(
+                f"{self.name}: with a convolution in the cross-attention the self_attention_cache has {expected} "
+                f"slots (the last: the cross-attention's queries); received shape {tuple(self_attention_cache.shape)}. "
+                "Make it with self_attention_cache_shape(batch_size, max_length)."
+            )
+        return self_attention_cache[:, : slots - 1], self_attention_cache[:, slots - 1]
 
     def get_config(self) -> dict[str, Any]:
         return {

@@ -115,9 +115,21 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             (`empty_cache`): decode a few tokens at a time, KerasHub's way; the
             call then returns `(output, cache)` (or `(output, attention, cache)`).
             Slots: keys, values, and with a convolution the queries
-            (`convatt.layers.attention_cache`); every modification decodes exactly.
+            (`convatt.layers.attention_cache`); a cross-attention's: keys and
+            values (`empty_cache(..., cross=True)`). Every modification decodes exactly.
         cache_update_index: int or int tensor: the position of `query`'s first
-            token, where the cache is updated.
+            token, where the cache is updated; in cross-attention (with
+            `query_position`) where the keys and values are written (0), or None
+            to reuse the cache as it is.
+        query_position: int or int tensor: for a cross-attention cache
+            (`empty_cache(batch, encoder_length, cross=True)`, KerasHub's
+            `(batch, 2, encoder_length, num_heads, key_dim)`), the decoder
+            position of `query`'s first token; the modifications that read
+            positions and the convolutions need it.
+        query_cache: float `(batch_size, max_length, num_heads, key_dim)`
+            (`attention_cache.empty_query_cache`): a cross-attention cache's
+            decoder queries, for a convolution; the call then returns it updated
+            last (`(output, cache, query_cache)`).
 
     Returns:
         `(batch_size, query_len, output_dim)`, or the tuple `(output, attention)`
@@ -220,11 +232,13 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         use_causal_mask=False,
         cache=None,
         cache_update_index=None,
+        query_position=None,
+        query_cache=None,
     ):
-        if cache is not None or cache_update_index is not None:  # one token at a time: attention_cache
+        if any(x is not None for x in (cache, cache_update_index, query_position, query_cache)):  # attention_cache
             return attention_cache.cached_call(
                 self, query, value, key, cache, cache_update_index, attention_mask, use_causal_mask,
-                return_attention_scores, training,
+                return_attention_scores, training, query_position, query_cache,
             )  # fmt: skip
         check_attention_mask_rank(self.name, attention_mask)
         if query_mask is not None:  # Keras' call reads only the query's Keras mask: keep an explicit one
@@ -244,9 +258,10 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             use_causal_mask=use_causal_mask,
         )
 
-    def empty_cache(self, batch_size: int, max_length: int):
-        """A zero cache for decoding up to `max_length` tokens (`convatt.layers.attention_cache`)."""
-        return attention_cache.empty_cache(self, batch_size, max_length)
+    def empty_cache(self, batch_size: int, max_length: int, cross: bool = False):
+        """A zero cache for decoding up to `max_length` tokens (with `cross`: a cross-attention's,
+        for encoder sequences of `max_length`; `convatt.layers.attention_cache`)."""
+        return attention_cache.empty_cache(self, batch_size, max_length, cross=cross)
 
     def _compute_attention_mask(
         self,
