@@ -9,9 +9,11 @@ import shutil
 import sys
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
@@ -142,28 +144,48 @@ def pausing_command(out: Path) -> list[str]:
     return [sys.executable, "-c", PAUSING_CLI, *tiny_command(out)[3:]]
 
 
-@pytest.fixture(scope="session")
-def tiny_runs(tmp_path_factory) -> Path:
-    """A runs root `ptb/<variant>/seed<S>/` of real 2-epoch runs on 160 PTB-sample sentences."""
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """`build(directory)` once per test session, shared by its xdist workers.
+
+    A session fixture is made once per worker: with `-n 2` each worker would train the same
+    tiny runs again. The first worker to get here builds them in the session's shared
+    temporary directory, under a file lock; the others wait, then read the same directory
+    (its tests only read it). Without xdist: a directory of this session's own."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        directory = tmp_path_factory.mktemp(name)
+        build(directory)
+        return directory
+    shared = tmp_path_factory.getbasetemp().parent  # one per session, beside each worker's own
+    directory, finished = shared / name, shared / f"{name}.finished"
+    with FileLock(shared / f"{name}.lock"):
+        if not finished.exists():
+            shutil.rmtree(directory, ignore_errors=True)  # what a worker that failed here left
+            directory.mkdir()
+            build(directory)
+            finished.touch()
+    return directory
+
+
+def _train_tiny_runs(root: Path) -> None:
     from convatt.training.trainer import train_run
 
-    root = tmp_path_factory.mktemp("runs")
     for variant in TINY_VARIANTS:
         for seed in TINY_SEEDS:
             train_run(tiny_options(root / "ptb" / variant / f"seed{seed}", variant, seed), log=lambda s: None)
-    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory) -> Path:
+    """A runs root `ptb/<variant>/seed<S>/` of real 2-epoch runs on 160 PTB-sample sentences."""
+    return built_once(tmp_path_factory, "runs", _train_tiny_runs)
 
 
 INSPECT_VARIANTS = ("san-pe-add", "san-p-r", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d")
 
 
-@pytest.fixture(scope="session")
-def tiny_ud_runs(tmp_path_factory) -> Path:
-    """A runs root `ud/UD_English-LinES/<variant>/seed1/` of real tiny UD runs, one per variant of
-    INSPECT_VARIANTS (SAN+PE[add]: 2 epochs on 300 sentences, so that it tags; the others 1 on 64)."""
+def _train_tiny_ud_runs(root: Path) -> None:
     from convatt.training.trainer import train_run
 
-    root = tmp_path_factory.mktemp("ud-runs")
     for variant in INSPECT_VARIANTS:
         size = dict(epochs=2, limit=300) if variant == "san-pe-add" else dict(epochs=1, limit=64)
         opts = tiny_options(
@@ -175,7 +197,13 @@ def tiny_ud_runs(tmp_path_factory) -> Path:
             **size,
         )
         train_run(opts, log=lambda s: None)
-    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_ud_runs(tmp_path_factory) -> Path:
+    """A runs root `ud/UD_English-LinES/<variant>/seed1/` of real tiny UD runs, one per variant of
+    INSPECT_VARIANTS (SAN+PE[add]: 2 epochs on 300 sentences, so that it tags; the others 1 on 64)."""
+    return built_once(tmp_path_factory, "ud-runs", _train_tiny_ud_runs)
 
 
 @contextlib.contextmanager
