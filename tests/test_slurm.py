@@ -71,6 +71,8 @@ def make_grid(
         "-C",
         str(ROOT),
         "ud-all",
+        # the tests' own environment as it is: never reinstalled because setup.cfg is newer than it
+        f"--old-file={VENV / '.convatt-installed'}",
         f"RUNS={runs}",
         f"VENV={VENV}",
         f"TREEBANKS={TREEBANK}",
