@@ -156,13 +156,11 @@ def _check_query_cache(layer, query_cache) -> None:
 
 
 def _updated(cache, index, projections):
-    """The cache with `projections` (keys, values[, queries]) written at `index` (its first slots)."""
+    """The cache with `projections` (keys, values[, queries]: one per slot) written at `index`."""
     slots = []
-    for slot in range(cache.shape[1]):
+    for slot, update in enumerate(projections):
         old = cache[:, slot, ...]
-        if slot < len(projections):
-            old = ops.slice_update(old, [0, index, 0, 0], ops.cast(projections[slot], old.dtype))
-        slots.append(old)
+        slots.append(ops.slice_update(old, [0, index, 0, 0], ops.cast(update, old.dtype)))
     return ops.stack(slots, axis=1)
 
 
@@ -206,7 +204,7 @@ def cached_call(
     query_proj = layer._query_dense(query)
     cross = query_position is not None
     if cache_update_index is not None:  # None: reuse the cache as it is (KerasHub's cross-attention)
-        new = [layer._key_dense(key), layer._value_dense(value)] + ([] if cross else [query_proj])
+        new = [layer._key_dense(key), layer._value_dense(value)] + [query_proj][: cache_slots(layer, cross) - 2]
         cache = _updated(cache, cache_update_index, new)
     if query_cache is not None:
         query_cache = ops.slice_update(query_cache, [0, query_position, 0, 0], ops.cast(query_proj, query_cache.dtype))
