@@ -12,11 +12,16 @@ import keras
 import numpy as np
 import pytest
 
+from convatt.errors import ConvattError
+from convatt.speed import attention_bench
 from convatt.speed.attention_bench import (
     ATTENTION_CASES,
     CORE,
     KERAS,
+    KERAS_FLASH,
     QUICK_SETTINGS,
+    AttentionBenchmark,
+    Measurement,
     render_markdown,
     run_attention_benchmark,
 )
@@ -92,3 +97,58 @@ def test_cli_under_jax_writes_the_memory_of_every_modification(tmp_path):
     numbers = {name: {k: float(v) for k, v in row.items() if k.endswith(figures)} for name, row in rows.items()}
     assert all(row["time_ratio"] > 0 for row in numbers.values())
     _check_memory(numbers)
+
+
+def test_a_mixed_policy_counts_matrices_in_its_compute_dtype_and_a_refused_flash_path_is_left_out(monkeypatch, capsys):
+    """Asked for Keras' flash path where it cannot run (this CPU: neither backend has it here),
+    the run goes on without that row and says why; the attention matrix is bfloat16's size."""
+    monkeypatch.setattr(attention_bench, "flash_possible", lambda settings: True)  # as if on a GPU
+    settings = dataclasses.replace(SETTINGS, cases=("none", "conv2d"), dtype_policy="mixed_bfloat16")
+    result = run_attention_benchmark(settings, log=lambda line: None)
+    rows = result.comparisons()
+    assert [r.case for r in rows] == [KERAS, CORE, "none", "+Conv2d"]
+    assert "Keras' flash attention unavailable: " in capsys.readouterr().err
+    (length,) = settings.lengths
+    assert rows[0].attention_matrix_mib * MIB == settings.batch_size * settings.num_heads * length**2 * 2
+    assert "Causal self-attention, mixed_bfloat16 (cells" in render_markdown(result)
+
+
+def test_the_flash_reference_row_shows_where_it_was_measured():
+    """A GPU run's third reference row (no GPU needed: the rendering of given measurements)."""
+    settings = dataclasses.replace(SETTINGS, lengths=(16, 32), cases=("none",), dtype_policy="mixed_bfloat16")
+    result = AttentionBenchmark(settings, "jax", "gpu (test)")
+    for length in settings.lengths:
+        for name, seconds in ((KERAS, 0.002), (CORE, 0.001), ("none", 0.003), (KERAS_FLASH, 0.0015)):
+            if name != KERAS_FLASH or length == 32:
+                result.measurements.append(Measurement(name, length, "causal", seconds, 1024, 4096))
+    markdown = render_markdown(result)
+    assert f"\n| {KERAS_FLASH} | - | 1.5 ms / 4.0 KiB |" in markdown
+    assert "\n| none | 1.50x / 1.00x / +0.0 | 1.50x / 1.00x / +0.0 |" in markdown
+    assert [r.case for r in result.comparisons()] == [KERAS, CORE, "none", KERAS, KERAS_FLASH, CORE, "none"]
+    assert result.compare(KERAS_FLASH, 32, "causal").time_ratio == 0.75
+
+
+def test_cli_takes_the_dtype_policy_with_attention_and_refuses_the_taggers_options(capsys):
+    from convatt.cli import build_parser
+    from convatt.cli.bench import _attention_settings, _check_options
+
+    parse = build_parser().parse_args
+    args = parse(["bench", "--attention", "--quick", "--precision", "mixed_bfloat16"])
+    _check_options(args)
+    assert _attention_settings(args) == dataclasses.replace(QUICK_SETTINGS, dtype_policy="mixed_bfloat16")
+    with pytest.raises(ConvattError, match="--variant is an option of the tagger's benchmark"):
+        _check_options(parse(["bench", "--attention", "--variant", "san-pe-add-conv2d"]))
+    with pytest.raises(ConvattError, match="--lengths is an option of --attention"):
+        _check_options(parse(["bench", "--lengths", "64"]))
+
+
+def test_what_is_measured_is_handed_on_after_each_length():
+    """`measured` sees each length's rows as soon as they are timed (the CLI rewrites its CSV
+    then, so an interrupted run keeps them)."""
+    seen = []
+    settings = dataclasses.replace(SETTINGS, lengths=(8, 16), cases=("none",))
+    run_attention_benchmark(
+        settings, log=lambda line: None, measured=lambda r: seen.append([(c.case, c.length) for c in r.comparisons()])
+    )
+    first = [(KERAS, 8), (CORE, 8), ("none", 8)]
+    assert seen == [first, [*first, (KERAS, 16), (CORE, 16), ("none", 16)]]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from kernel_gradients import value_and_gradients
 
-from convatt.layers import AttentionConv2D, RelativePositionRepresentation
+from convatt.layers import AttentionConv2D, RelativePositionRepresentation, attention_conv2d
 from convatt.layers.attention_conv2d import convolve_heads
 from convatt.layers.relative_position_representation import spread_by_distance, sum_by_distance
 from convatt.layers.talking_heads import mix_heads
@@ -22,7 +22,11 @@ def _close(new: list[np.ndarray], old: list[np.ndarray]) -> None:
 
 @pytest.mark.parametrize("kernel_size", [(3, 3), (5, 5), (2, 9)])
 @pytest.mark.parametrize("causal, future_open", [(False, None), (True, None), (False, (1.0, 0.0))])
-def test_conv2d_stencil_equals_the_depthwise_convolution(kernel_size, causal, future_open):
+@pytest.mark.parametrize("accelerator", [False, True], ids=["cpu-kernel-gradient", "accelerator-kernel-gradient"])
+def test_conv2d_stencil_equals_the_depthwise_convolution(kernel_size, causal, future_open, accelerator, monkeypatch):
+    """Both forms of the kernel's gradient (a depthwise convolution on a CPU, a sum per tap on
+    a GPU or TPU) are checked here, on the CPU."""
+    monkeypatch.setattr(attention_conv2d, "on_accelerator", lambda: accelerator)
     activation = None if kernel_size == (2, 9) else "relu"  # before the softmax (MTA) / after it (the paper)
     rng = np.random.default_rng(sum(kernel_size))
     heads, q, k = 3, 7, 11

@@ -49,6 +49,8 @@ STDOUT_PRODUCTS = {
     "bench": lambda args: None if getattr(args, "out", None) else "the benchmark's figures",
     "generate": lambda args: "the generated text",
 }
+INTERRUPTED_NOTES = {"train": "; finished epochs are kept: rerun the same command to resume"}
+"""What an interrupted command keeps, where it keeps something (the others: nothing to resume)."""
 OTHER_OUTPUTS = {"tag": " or give --output FILE", "bench": " or give --attention --out FILE"}
 
 
@@ -127,7 +129,7 @@ def run_command(argv: list[str] | None, stdout_closed: bool = False) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print("\nconvatt: interrupted; finished epochs are kept: rerun the same command to resume", file=sys.stderr)
+        print(f"\nconvatt: interrupted{INTERRUPTED_NOTES.get(args.command, '')}", file=sys.stderr)
         return 130
     except Exception as e:  # every error ends in one line; --debug shows the traceback
         if args.debug or stdout_gone(e):

@@ -31,7 +31,8 @@ ATTENTION_OPTIONS = {  # option -> AttentionSettings field
 def _check_options(args) -> None:
     """Options of the other benchmark are refused, not ignored."""
     if args.attention:
-        wrong = [name for name, default in TAGGER_DEFAULTS.items() if getattr(args, name) != default]
+        shared = ("precision",)  # the dtype policy of both benchmarks
+        wrong = [n for n, default in TAGGER_DEFAULTS.items() if n not in shared and getattr(args, n) != default]
         what = "the tagger's benchmark (leave out --attention)"
     else:
         wrong = [name for name in (*ATTENTION_OPTIONS, "out") if getattr(args, name) is not None]
@@ -46,6 +47,7 @@ def _attention_settings(args):
 
     given = {field: getattr(args, option) for option, field in ATTENTION_OPTIONS.items()}
     given = {field: tuple(v) if isinstance(v, list) else v for field, v in given.items() if v is not None}
+    given["dtype_policy"] = args.precision
     settings = dataclasses.replace(QUICK_SETTINGS if args.quick else AttentionSettings(), **given)
     try:
         check_settings(settings)
@@ -66,14 +68,16 @@ def _bench_attention(args) -> None:
     settings = _attention_settings(args)
     from convatt.speed.attention_bench import render_markdown, run_attention_benchmark, write_csv
 
-    result = run_attention_benchmark(settings)
-    print()
-    print(render_markdown(result), end="")
-    if args.out:
+    def keep(result) -> None:  # the CSV rewritten after each length and mask: an interrupted run keeps those
         try:
             write_csv(result, args.out)
         except OSError as e:
             raise ConvattError(f"{args.out}: {e.strerror}") from e
+
+    result = run_attention_benchmark(settings, measured=keep if args.out else None)
+    print()
+    print(render_markdown(result), end="")
+    if args.out:
         print(f"wrote {args.out}")
 
 
@@ -105,7 +109,8 @@ def add_command(sub) -> None:
         choices=precisions(),
         default="float32",
         help="float32: the tagger against the port; mixed_*: the tagger in that dtype policy "
-        "against the tagger in float32 (speedup of mixed precision)",
+        "against the tagger in float32 (speedup of mixed precision); with --attention, every layer's dtype "
+        "policy (on a GPU under JAX a mixed one adds Keras' flash attention as a reference)",
     )
     p.add_argument(
         "--memory",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -98,6 +99,13 @@ def check_length(length: int | None, max_len: int | None, message: str) -> None:
     `length` exceeds a `max_len` (None: any length)."""
     if max_len is not None and length is not None and length > max_len:
         raise ValueError(message.replace("{length}", str(length)))
+
+
+@functools.cache
+def on_accelerator() -> bool:
+    """Whether the backend computes on a GPU or TPU (Keras lists those first), for the few
+    kernels whose fastest exact form differs between a CPU and an accelerator."""
+    return not keras.distribution.list_devices()[0].lower().startswith("cpu")
 
 
 def large_negative(dtype: str) -> float:

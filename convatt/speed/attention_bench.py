@@ -16,15 +16,23 @@ with the same `num_heads` and `key_dim` (the ratios' denominator), and the atten
 core alone, `softmax(Q K^T / sqrt(d)) V` on given Q, K, V (gradient with respect to
 them): what the attention matrix itself costs in time and working memory. A
 modification "costs more than the attention matrix" where its extra temporary bytes
-over Keras' layer exceed one float32 attention matrix (`batch * heads * length**2 * 4`
-bytes), or where its extra step time over Keras' layer exceeds the core's step time.
+over Keras' layer exceed one attention matrix (`batch * heads * length**2` numbers of
+the compute dtype), or where its extra step time over Keras' layer exceeds the core's step time.
 The modifications with weights per position are built with `max_len` = the length.
+
+`dtype_policy` builds every layer (and casts the core's inputs) in a Keras dtype policy,
+e.g. "mixed_bfloat16"; the attention matrix is then counted in the compute dtype. Where
+Keras' flash path can run (JAX on a GPU or TPU, a 16-bit compute dtype: cuDNN's fused
+attention takes no float32), Keras' layer with `flash_attention=True` is a third
+reference row; the ratios stay over Keras' default layer (which takes the flash path by
+itself where it can).
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -36,7 +44,10 @@ import numpy as np
 from keras import ops
 
 KERAS = "Keras' layer"
+KERAS_FLASH = "Keras' layer, flash attention"
 CORE = "attention core"
+DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16", "bfloat16", "float16")
+COMPUTE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes of one number of each compute dtype
 MASKS = {"causal": True, "bidirectional": False}  # `use_causal_mask` of each mask's name
 
 
@@ -83,14 +94,20 @@ class AttentionSettings:
     repeats: int = 5
     warmup: int = 1
     seed: int = 0
+    dtype_policy: str = "float32"
 
     def selected_cases(self) -> list[AttentionCase]:
         """The `ATTENTION_CASES` of `cases`, in the table's order."""
         return [case for case in ATTENTION_CASES if case.key in self.cases]
 
+    @property
+    def compute_dtype(self) -> str:
+        """The layers' compute dtype under `dtype_policy` (float32, or the 16-bit one of a mixed policy)."""
+        return keras.DTypePolicy(self.dtype_policy).compute_dtype
+
     def attention_matrix_bytes(self, length: int) -> int:
-        """Bytes of one float32 attention matrix `(batch, heads, length, length)`."""
-        return self.batch_size * self.num_heads * length * length * 4
+        """Bytes of one attention matrix `(batch, heads, length, length)` in the compute dtype."""
+        return self.batch_size * self.num_heads * length * length * COMPUTE_BYTES[self.compute_dtype]
 
 
 QUICK_SETTINGS = AttentionSettings(lengths=(16,), batch_size=1, num_heads=2, key_dim=4, repeats=1, warmup=0)
@@ -124,8 +141,8 @@ class Comparison:
         step_ms, memory_mib, temp_mib: its step time, its memory (temp + argument +
             output) and its temporary memory (None without a memory analysis).
         time_ratio, memory_ratio: its step time and memory over Keras' layer's.
-        extra_temp_matrices: its temporary bytes minus Keras' layer's, in float32
-            attention matrices; None without a memory analysis.
+        extra_temp_matrices: its temporary bytes minus Keras' layer's, in attention
+            matrices of the compute dtype; None without a memory analysis.
         extra_time_cores: its step time minus Keras' layer's, in attention-core step times.
     """
 
@@ -181,10 +198,21 @@ class AttentionBenchmark:
         )
 
     def comparisons(self) -> list[Comparison]:
-        """Every measurement against Keras' layer (Keras' layer and the core included)."""
-        names = [KERAS, CORE, *[case.name for case in self.settings.selected_cases()]]
-        settings = self.settings
-        return [self.compare(name, n, mask) for mask in settings.masks for n in settings.lengths for name in names]
+        """Every measurement against Keras' layer (Keras' layer and the core included), for the
+        lengths and masks measured so far."""
+        settings, measured = self.settings, {(m.length, m.mask) for m in self.measurements}
+        return [
+            self.compare(name, n, mask)
+            for mask in settings.masks
+            for n in settings.lengths
+            if (n, mask) in measured
+            for name in self.reference_names(n, mask) + [case.name for case in settings.selected_cases()]
+        ]
+
+    def reference_names(self, length: int, mask: str) -> list[str]:
+        """Keras' layer, its flash path where it was measured, the core."""
+        measured = {m.case for m in self.measurements if (m.length, m.mask) == (length, mask)}
+        return [name for name in (KERAS, KERAS_FLASH, CORE) if name in measured]
 
 
 @dataclass(frozen=True)
@@ -217,7 +245,7 @@ def _compile_tensorflow(loss: Callable, params: list, x) -> CompiledStep:
         return value, tape.gradient(value, params)
 
     def run() -> None:  # the results copied to the host: the step has finished, on any device
-        tf.nest.map_structure(np.asarray, step(params, x))
+        tf.nest.map_structure(lambda t: t.numpy(), step(params, x))
 
     logger = tf.get_logger()
     level = logger.level
@@ -242,7 +270,7 @@ def _layer_step(layer: keras.layers.MultiHeadAttention, x, causal: bool) -> Comp
 
     def loss(trainable, x):
         output, _ = layer.stateless_call(trainable, non_trainable, x, x, use_causal_mask=causal)
-        return ops.mean(ops.square(output))
+        return ops.mean(ops.square(ops.cast(output, "float32")))  # a mixed policy's loss in float32
 
     return _compile(loss, [v.value for v in layer.trainable_variables], x)
 
@@ -250,7 +278,7 @@ def _layer_step(layer: keras.layers.MultiHeadAttention, x, causal: bool) -> Comp
 def _core_step(settings: AttentionSettings, length: int, causal: bool, rng: np.random.Generator) -> CompiledStep:
     """The training step of `softmax(Q K^T / sqrt(d)) V` alone: gradient with respect to Q, K, V."""
     shape = (settings.batch_size, length, settings.num_heads, settings.key_dim)
-    qkv = [rng.normal(size=shape).astype("float32") for _ in range(3)]
+    qkv = [ops.cast(rng.normal(size=shape).astype("float32"), settings.compute_dtype) for _ in range(3)]
     scale = 1.0 / math.sqrt(settings.key_dim)
 
     def loss(qkv, x):
@@ -260,7 +288,7 @@ def _core_step(settings: AttentionSettings, length: int, causal: bool, rng: np.r
             rows, cols = ops.arange(length)[:, None], ops.arange(length)[None, :]
             scores = ops.where(ops.greater_equal(rows, cols), scores, -1e9)
         output = ops.einsum("bhqk,bkhd->bqhd", ops.softmax(scores, axis=-1), value)
-        return ops.mean(ops.square(output))
+        return ops.mean(ops.square(ops.cast(output, "float32")))
 
     return _compile(loss, qkv, ops.zeros(()))
 
@@ -272,12 +300,34 @@ def _steps(settings: AttentionSettings, length: int, causal: bool) -> dict[str, 
     rng = np.random.default_rng(settings.seed)
     features = settings.num_heads * settings.key_dim
     x = ops.convert_to_tensor(rng.normal(size=(settings.batch_size, length, features)).astype("float32"))
-    steps = {KERAS: _layer_step(keras.layers.MultiHeadAttention(settings.num_heads, settings.key_dim), x, causal)}
+    shape = dict(num_heads=settings.num_heads, key_dim=settings.key_dim, dtype=settings.dtype_policy)
+    steps = {KERAS: _layer_step(keras.layers.MultiHeadAttention(**shape), x, causal)}
+    if flash_possible(settings):
+        steps.update(_flash_step(shape, x, causal))
     steps[CORE] = _core_step(settings, length, causal, rng)
     for case in settings.selected_cases():
-        layer = MultiHeadAttention(settings.num_heads, settings.key_dim, max_len=length, **case.options)
+        layer = MultiHeadAttention(**shape, max_len=length, **case.options)
         steps[case.name] = _layer_step(layer, x, causal)
     return steps
+
+
+def flash_possible(settings: AttentionSettings) -> bool:
+    """Whether Keras' flash path may run: JAX on a GPU or TPU with a 16-bit compute dtype."""
+    if keras.backend.backend() != "jax" or settings.compute_dtype == "float32":
+        return False
+    import jax
+
+    return jax.devices()[0].platform in ("gpu", "tpu")
+
+
+def _flash_step(shape: dict, x, causal: bool) -> dict[str, CompiledStep]:
+    """Keras' layer with `flash_attention=True`, or nothing (said on stderr) where Keras refuses it here."""
+    try:
+        layer = keras.layers.MultiHeadAttention(**shape, flash_attention=True)
+        return {KERAS_FLASH: _layer_step(layer, x, causal)}
+    except Exception as e:  # Keras' checks or the fused kernel's refusal: the row is left out, not the run
+        print(f"Keras' flash attention unavailable: {str(e).strip().splitlines()[-1].strip()}", file=sys.stderr)
+        return {}
 
 
 def _median_times(steps: dict[str, CompiledStep], repeats: int, warmup: int) -> dict[str, float]:
@@ -312,6 +362,8 @@ def check_settings(settings: AttentionSettings) -> None:
     for name, value in positive.items():
         if value < 1:
             raise ValueError(f"{name} must be at least 1; received {getattr(settings, name)}")
+    if settings.dtype_policy not in DTYPE_POLICIES:
+        raise ValueError(f"dtype_policy must be one of {', '.join(DTYPE_POLICIES)}; received {settings.dtype_policy}")
     if settings.warmup < 0:
         raise ValueError(f"warmup must be at least 0; received {settings.warmup}")
     for name, allowed in (("masks", tuple(MASKS)), ("cases", CASE_KEYS)):
@@ -321,15 +373,19 @@ def check_settings(settings: AttentionSettings) -> None:
 
 
 def run_attention_benchmark(
-    settings: AttentionSettings | None = None, log: Callable[[str], None] = print
+    settings: AttentionSettings | None = None,
+    log: Callable[[str], None] = print,
+    measured: Callable[[AttentionBenchmark], None] | None = None,
 ) -> AttentionBenchmark:
-    """Measure every `ATTENTION_CASES` layer, Keras' layer and the attention core at each length and mask."""
+    """Measure every `ATTENTION_CASES` layer, Keras' layer and the attention core at each length
+    and mask; `measured(result)` after each length and mask (e.g. to keep what is done)."""
     settings = settings or AttentionSettings()
     check_settings(settings)
     result = AttentionBenchmark(settings, keras.backend.backend(), _device())
     log(
         f"convatt bench --attention: backend {result.backend}, {result.device}, batch {settings.batch_size}, "
-        f"{settings.num_heads} heads x {settings.key_dim}, forward + backward, median of {settings.repeats} "
+        f"{settings.num_heads} heads x {settings.key_dim}, {settings.dtype_policy}, forward + backward, "
+        f"median of {settings.repeats} "
         f"after {settings.warmup} untimed"
     )
     for length in settings.lengths:
@@ -346,6 +402,8 @@ def run_attention_benchmark(
                 f"  length {length:5d}, {mask}: compiled in {compiled:.0f} s, timed in "
                 f"{time.perf_counter() - start - compiled:.0f} s; Keras' layer {1e3 * medians[KERAS]:.1f} ms"
             )
+            if measured is not None:
+                measured(result)
     return result
 
 
@@ -363,9 +421,13 @@ def _reference_rows(result: AttentionBenchmark, mask: str) -> list[list[str]]:
     """Keras' layer's and the core's absolute figures, and one attention matrix's size, per length."""
     lengths = result.settings.lengths
     rows = []
-    for name in (KERAS, CORE):
+    names = {name: None for n in lengths for name in result.reference_names(n, mask)}
+    for name in names:
         cells = []
         for length in lengths:
+            if name not in result.reference_names(length, mask):
+                cells.append("-")
+                continue
             m = result.get(name, length, mask)
             memory = "" if m.total_bytes is None else f" / {_size(m.total_bytes)}"
             cells.append(f"{1e3 * m.step_s:.1f} ms{memory}")
@@ -391,7 +453,7 @@ def render_markdown(result: AttentionBenchmark) -> str:
             for case in settings.selected_cases()
         ]
         lines = [
-            f"{mask.capitalize()} self-attention (cells: {legend}):",
+            f"{mask.capitalize()} self-attention, {settings.dtype_policy} (cells: {legend}):",
             "",
             "| " + " | ".join(header) + " |",
             "|" + "---|" * len(header),
