@@ -65,15 +65,17 @@ def tiny_options(out: Path, variant: str = "san-pe-add", seed: int = 1, **change
     return TrainOptions(**{**base, **changes})
 
 
-def train_stopped_in_epoch(options, epoch: int) -> None:
+def train_stopped_in_epoch(options, epoch: int) -> list[str]:
     """Train `options`, stopped as by a signal at the first batch of `epoch`: the run keeps
-    the checkpoint of epoch `epoch - 1`."""
+    the checkpoint of epoch `epoch - 1`. Returns the lines the run logged."""
     from convatt.training import interrupt
     from convatt.training.trainer import train_run
 
     first_batch = f"epoch {epoch}/{options.epochs}  batch 1/"
+    logged = []
 
     def stop(line: str) -> None:
+        logged.append(line)
         if line.startswith(first_batch):
             interrupt.request_stop()
 
@@ -82,6 +84,7 @@ def train_stopped_in_epoch(options, epoch: int) -> None:
             train_run(options, log=stop)
     finally:
         interrupt.clear()
+    return logged
 
 
 def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[str]:
