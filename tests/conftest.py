@@ -184,13 +184,14 @@ def tiny_runs(tmp_path_factory) -> Path:
 
 
 INSPECT_VARIANTS = ("san-pe-add", "san-p-r", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d")
+TAGGING_UD_SIZE = dict(epochs=2, limit=300)  # SAN+PE[add]'s tiny UD run: it must tag (test_training.py)
 
 
 def _train_tiny_ud_runs(root: Path) -> None:
     from convatt.training.trainer import train_run
 
     for variant in INSPECT_VARIANTS:
-        size = dict(epochs=2, limit=300) if variant == "san-pe-add" else dict(epochs=1, limit=64)
+        size = TAGGING_UD_SIZE if variant == "san-pe-add" else dict(epochs=1, limit=64)
         opts = tiny_options(
             root / "ud" / "UD_English-LinES" / variant / "seed1",
             variant,
