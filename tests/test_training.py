@@ -129,7 +129,7 @@ def test_a_run_that_failed_on_bad_data_can_be_rerun_with_good_data(tmp_path):
     with pytest.raises(ConvattError, match="corpus path not found"):
         train_run(tiny_options(tmp_path / "run", data=str(tmp_path / "missing")), log=lambda s: None)
     assert not (tmp_path / "run" / "config.json").exists()
-    train_run(tiny_options(tmp_path / "run", epochs=1), log=lambda s: None)
+    train_run(tiny_options(tmp_path / "run", epochs=1, limit=32), log=lambda s: None)
     assert (tmp_path / "run" / "result.json").exists()
 
 
@@ -253,9 +253,10 @@ def test_a_swallowed_interrupt_still_stops_the_run_after_the_batch(tmp_path):
 def test_a_mixed_bfloat16_run_trains_and_is_recorded(tmp_path):
     from convatt.rundir.schema import RunConfig
 
-    result = train_run(tiny_options(tmp_path / "run", epochs=1, precision="mixed_bfloat16"), log=lambda s: None)
+    options = tiny_options(tmp_path / "run", epochs=1, limit=32, precision="mixed_bfloat16")
+    result = train_run(options, log=lambda s: None)
     config = RunConfig.load(tmp_path / "run")
-    assert config.precision == "mixed_bfloat16" and config.setting.label() == "mixed_bfloat16, limit 160, max 1 epoch"
+    assert config.precision == "mixed_bfloat16" and config.setting.label() == "mixed_bfloat16, limit 32, max 1 epoch"
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
     assert model.get_layer("attention_1").compute_dtype == "bfloat16"
     assert (
