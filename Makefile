@@ -24,8 +24,8 @@
 #                       (seed: the first of SEEDS), cached and by the whole prefix, and its table's copy in docs/results/char_lm.md
 #   make status         how many runs of each grid are finished (and queued/running on Slurm),
 #                       each unfinished run's epoch and best dev accuracy so far
-#   make test           the test suite (TensorFlow, then the layer tests and the training tests
-#                       marked jax_too again on JAX)
+#   make test           the test suite (TensorFlow, then the layer tests not marked tf_only and
+#                       the training tests marked jax_too again on JAX)
 #   make lint           ruff check and format check; make format applies them
 #   make venv           the virtual environment .venv (everything else builds it first)
 #
@@ -349,7 +349,7 @@ PYTEST_PARALLEL := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --d
 test: $(VENV_STAMP)
 	KERAS_BACKEND=tensorflow $(VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) tests
 ifneq ($(LAYER_TESTS),)
-	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) $(LAYER_TESTS)
+	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) -m "not tf_only" $(LAYER_TESTS)
 else
 	@echo "no tests/test_layers_*.py: nothing to run on JAX"
 endif

@@ -65,15 +65,17 @@ def tiny_options(out: Path, variant: str = "san-pe-add", seed: int = 1, **change
     return TrainOptions(**{**base, **changes})
 
 
-def train_stopped_in_epoch(options, epoch: int) -> None:
+def train_stopped_in_epoch(options, epoch: int) -> list[str]:
     """Train `options`, stopped as by a signal at the first batch of `epoch`: the run keeps
-    the checkpoint of epoch `epoch - 1`."""
+    the checkpoint of epoch `epoch - 1`. Returns the lines the run logged."""
     from convatt.training import interrupt
     from convatt.training.trainer import train_run
 
     first_batch = f"epoch {epoch}/{options.epochs}  batch 1/"
+    logged = []
 
     def stop(line: str) -> None:
+        logged.append(line)
         if line.startswith(first_batch):
             interrupt.request_stop()
 
@@ -82,6 +84,7 @@ def train_stopped_in_epoch(options, epoch: int) -> None:
             train_run(options, log=stop)
     finally:
         interrupt.clear()
+    return logged
 
 
 def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[str]:
@@ -181,13 +184,14 @@ def tiny_runs(tmp_path_factory) -> Path:
 
 
 INSPECT_VARIANTS = ("san-pe-add", "san-p-r", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d")
+TAGGING_UD_SIZE = dict(epochs=2, limit=300)  # SAN+PE[add]'s tiny UD run: it must tag (test_training.py)
 
 
 def _train_tiny_ud_runs(root: Path) -> None:
     from convatt.training.trainer import train_run
 
     for variant in INSPECT_VARIANTS:
-        size = dict(epochs=2, limit=300) if variant == "san-pe-add" else dict(epochs=1, limit=64)
+        size = TAGGING_UD_SIZE if variant == "san-pe-add" else dict(epochs=1, limit=64)
         opts = tiny_options(
             root / "ud" / "UD_English-LinES" / variant / "seed1",
             variant,

@@ -45,14 +45,25 @@ def test_the_previous_epochs_checkpoint_is_kept(stopped):
         assert f"best-{state['best_epoch']}.weights.h5" in names
 
 
-@pytest.mark.parametrize("damaged", ["epoch-2.keras", "state.json"])
-def test_a_damaged_last_checkpoint_resumes_from_the_previous_one(run_copy, damaged):
-    truncate(run_copy / "checkpoint" / damaged)
-    lines = []
-    result = train_run(tiny_options(run_copy, epochs=3), log=lines.append)
+def resumed_lines(lines: list[str], damaged: str) -> None:
+    """`lines` say that `damaged` was passed over for the previous checkpoint, epoch 1's."""
     note = next(line for line in lines if "previous good checkpoint" in line)
     assert damaged in note and "state-1.json" in note
     assert any(line.startswith("resuming from epoch 1") for line in lines)
+
+
+def test_a_damaged_last_state_resumes_from_the_previous_checkpoint(run_copy):
+    """Epoch 2 trained and checkpointed again (the run stopped in epoch 3; the next test finishes one)."""
+    truncate(run_copy / "checkpoint" / "state.json")
+    resumed_lines(train_stopped_in_epoch(tiny_options(run_copy, epochs=3), 3), "state.json")
+    assert json.loads((run_copy / "checkpoint" / "state.json").read_text())["epoch"] == 2
+
+
+def test_a_damaged_last_model_resumes_from_the_previous_checkpoint_and_finishes(run_copy):
+    truncate(run_copy / "checkpoint" / "epoch-2.keras")
+    lines = []
+    result = train_run(tiny_options(run_copy, epochs=3), log=lines.append)
+    resumed_lines(lines, "epoch-2.keras")
     assert result["epochs_run"] == 3 and list(pd.read_csv(run_copy / "history.csv")["epoch"]) == [1, 2, 3]
     assert not (run_copy / "checkpoint").exists()
 

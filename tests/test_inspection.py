@@ -17,6 +17,22 @@ def runs(tiny_ud_runs):
     return {v: load_run(tiny_ud_runs / "ud" / "UD_English-LinES" / v / "seed1") for v in INSPECT_VARIANTS}
 
 
+@pytest.fixture(scope="module")
+def inspected(runs, tmp_path_factory):
+    """`inspect(variant)`: its run's `inspect_run` (dev sentence 3), made once for the tests that
+    read it (minutes for a variant with convolutions): (files written, lines logged, directory)."""
+    done = {}
+
+    def inspect(variant: str):
+        if variant not in done:
+            out, lines = tmp_path_factory.mktemp(f"inspect-{variant}"), []
+            written = inspection.inspect_run(runs[variant].path, out, dev_index=3, log=lines.append)
+            done[variant] = (written, lines, out)
+        return done[variant]
+
+    return inspect
+
+
 def call_attention(trained, inputs):
     """Each layer's attention as its own call returns it (return_attention_scores), on the layer's
     inputs taken from a sub-model of the tagger."""
@@ -71,12 +87,11 @@ EXPECTED = {  # figures beyond attention_layer1-4 and attention_entropy; None: s
 
 
 @pytest.mark.parametrize("variant", INSPECT_VARIANTS)
-def test_inspect_writes_the_variants_figures_and_says_what_it_skips(runs, variant, tmp_path):
-    lines = []
-    written = inspection.inspect_run(runs[variant].path, tmp_path, dev_index=3, log=lines.append)
+def test_inspect_writes_the_variants_figures_and_says_what_it_skips(inspected, variant):
+    written, lines, out = inspected(variant)
     stems = {p.stem for p in written if p.suffix == ".png"}
     assert stems == EXPECTED[variant] | {f"attention_layer{i}" for i in range(1, 5)} | {"attention_entropy"}
-    assert all((tmp_path / f"{s}.pdf").read_bytes()[:4] == b"%PDF" for s in stems)
+    assert all((out / f"{s}.pdf").read_bytes()[:4] == b"%PDF" for s in stems)
     skipped = {line.split(":")[0].removeprefix("skipped ") for line in lines if line.startswith("skipped")}
     optional = {
         "position_interactions",
@@ -86,7 +101,7 @@ def test_inspect_writes_the_variants_figures_and_says_what_it_skips(runs, varian
         "conv_kernels",
     }
     assert skipped == {s for s in optional if not any(x.startswith(s) for x in stems)}
-    assert (tmp_path / "attention_statistics.csv").read_text().startswith(",".join(inspection.STAT_COLUMNS))
+    assert (out / "attention_statistics.csv").read_text().startswith(",".join(inspection.STAT_COLUMNS))
 
 
 def test_sentence_choice(runs):
@@ -98,13 +113,12 @@ def test_sentence_choice(runs):
     assert "show its first 60" in notes[-1]
 
 
-def test_entropy_figure_has_a_panel_per_layer_with_every_stage_as_points(runs, tmp_path):
+def test_entropy_figure_has_a_panel_per_layer_with_every_stage_as_points(inspected):
     import pandas as pd
 
     from convatt.inference import inspection_figures
 
-    inspection.inspect_run(runs["san-pe-add-conv"].path, tmp_path, dev_index=3, log=lambda s: None)
-    stats = pd.read_csv(tmp_path / "attention_statistics.csv")
+    stats = pd.read_csv(inspected("san-pe-add-conv")[2] / "attention_statistics.csv")
     assert set(stats["stage"]) == {"softmax", "after_conv"}
     fig = inspection_figures.entropy_by_layer(stats, "SAN+PE[add]+Conv")
     assert [ax.get_title() for ax in fig.axes] == [f"layer {i}" for i in range(1, 5)]

@@ -14,6 +14,7 @@ ATOL = 1e-5
 FAST = settings(max_examples=6, deadline=None, derandomize=True)
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     attention = np.random.default_rng(0).uniform(size=(2, 2, 5, 6)).astype("float32")
     run_layer_test(
@@ -26,6 +27,7 @@ def test_layer_harness(tmp_path):
     )
 
 
+@pytest.mark.tf_only
 def test_parameter_counts_and_shapes():
     layer = AttentionConv1D(60, 4)
     out = layer(np.zeros((2, 4, 60, 60), "float32"))
@@ -113,6 +115,7 @@ def test_checks_length():
         AttentionConv1D(4, 2)(np.zeros((1, 2, 5, 4), "float32"))
 
 
+@pytest.mark.tf_only
 def test_from_config_round_trip():
     layer = AttentionConv1D(
         8,

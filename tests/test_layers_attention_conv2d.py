@@ -14,6 +14,7 @@ ATOL = 1e-5
 FAST = settings(max_examples=6, deadline=None, derandomize=True)
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     attention = np.random.default_rng(0).uniform(size=(2, 3, 5, 6)).astype("float32")
     run_layer_test(
@@ -26,6 +27,7 @@ def test_layer_harness(tmp_path):
     )
 
 
+@pytest.mark.tf_only
 def test_parameter_count_and_shape():
     layer = AttentionConv2D(4)
     out = layer(np.zeros((2, 4, 60, 60), "float32"))

@@ -36,6 +36,7 @@ def test_matches_the_layers_call_and_a_numpy_softmax(name, masked):
         np.testing.assert_array_equal(softmax, convolved)
 
 
+@pytest.mark.tf_only
 def test_modifications_lists_the_sublayers():
     layer, _ = make_layer(np.random.default_rng(0), position_interaction=True, attention_conv="2d")
     assert sorted(layer.modifications) == ["attention_conv", "position_interaction"]

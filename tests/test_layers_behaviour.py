@@ -60,10 +60,12 @@ def position_blind_bound(seed=0):
     [dict(position_interaction=True), dict(relative_bias=True), dict(relative_position_representation=2)],
     ids=["P", "R", "shaw"],
 )
+@pytest.mark.tf_only
 def test_position_information_learns_previous_token(options):
     assert train_and_score(**options) > 0.95
 
 
+@pytest.mark.tf_only
 def test_no_position_information_stays_at_position_blind_level():
     bound = position_blind_bound()
     assert bound < 0.3

@@ -83,6 +83,7 @@ def test_convolution_before_the_softmax_matches_numpy(kind, masked):
     np.testing.assert_allclose(rows, expected_rows, atol=1e-5)  # normalised, unlike the paper's +Conv2d
 
 
+@pytest.mark.tf_only
 def test_before_the_softmax_has_no_activation_and_needs_a_convolution():
     layer = SelfAttention(H, DH, attention_conv="2d", conv_before_softmax=True)
     assert layer.modifications["attention_conv"].activation is keras.activations.linear
@@ -93,6 +94,7 @@ def test_before_the_softmax_has_no_activation_and_needs_a_convolution():
         SelfAttention(H, DH, conv_before_softmax=True)
 
 
+@pytest.mark.tf_only
 def test_round_trips(tmp_path):
     layer = SelfAttention(H, DH, attention_conv="2d", conv_before_softmax=True)
     assert SelfAttention.from_config(layer.get_config()).get_config() == layer.get_config()

@@ -39,6 +39,7 @@ def keras_model(causal: bool) -> keras.Model:
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("name", CONVERSIONS)
+@pytest.mark.tf_only
 def test_the_converted_model_computes_the_originals_outputs(name, causal):
     original = keras_model(causal)
     converted = convert_model(original, causal=causal, **CONVERSIONS[name])
@@ -49,6 +50,7 @@ def test_the_converted_model_computes_the_originals_outputs(name, causal):
     np.testing.assert_allclose(keras.ops.convert_to_numpy(converted(x)), want, atol=1e-5)
 
 
+@pytest.mark.tf_only
 def test_fine_tuning_moves_the_modifications_and_alibi_is_refused():
     original = keras_model(False)
     converted = convert_model(original, attention_conv="2d")
@@ -63,6 +65,7 @@ def test_fine_tuning_moves_the_modifications_and_alibi_is_refused():
         convert_model(original, alibi=True)
 
 
+@pytest.mark.tf_only
 def test_a_kerashub_encoder_and_decoder_convert():
     keras_hub = pytest.importorskip("keras_hub")
     source, target = keras.Input((7, D)), keras.Input((T, D))

@@ -91,6 +91,7 @@ def test_attention_probabilities_rows_sum_to_one():
     np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.tf_only
 def test_round_trips(tmp_path):
     layer = DenserSelfAttention(2, 4, segments=2, output_dim=5, use_bias=False, kernel_initializer="he_normal")
     assert DenserSelfAttention.from_config(layer.get_config()).get_config() == layer.get_config()
@@ -105,6 +106,7 @@ def test_round_trips(tmp_path):
     assert model(x).shape == (B, T, 5)
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     from layer_harness import run_layer_test
 

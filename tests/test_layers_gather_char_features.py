@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import pytest
 from layer_harness import run_layer_test
 
 from convatt.model.tagger import GatherCharFeatures
@@ -13,6 +14,7 @@ def _inputs():
     return features, index
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     run_layer_test(GatherCharFeatures, {}, _inputs(), (2, 5, 4), tmp_path, expected_num_weights=0)
 

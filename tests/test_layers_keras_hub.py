@@ -29,6 +29,7 @@ def data(seed=0):
     return [rng.normal(size=(2, 7, D)).astype("float32"), rng.normal(size=(2, 9, D)).astype("float32")]
 
 
+@pytest.mark.tf_only
 def test_the_attention_layers_are_convatts_and_keras_ones_are_gone():
     built = model()
     for block, names in (
@@ -53,6 +54,7 @@ def test_the_decoder_reads_no_later_target_token():
     assert np.abs(after[:, 5:] - before[:, 5:]).max() > 1e-3
 
 
+@pytest.mark.tf_only
 def test_saved_and_loaded_it_predicts_the_same(tmp_path):
     built = model()
     inputs = data(1)
@@ -94,6 +96,7 @@ def test_kerashub_padding_masks_keep_the_padding_from_real_outputs(options, side
         assert change < 1e-5, f"padding leaked: {change}"
 
 
+@pytest.mark.tf_only
 def test_the_old_module_name_still_gives_the_blocks_with_a_warning():
     import importlib
     import sys

@@ -15,13 +15,13 @@ import keras
 import numpy as np
 import pytest
 from layer_harness import randomize
-from test_layers_multi_head_attention import EVERY, switch_convolutions_on
+from test_layers_multi_head_attention import EVERY, case_param, switch_convolutions_on
 
 from convatt.layers import MultiHeadAttention
 
 B, T, S, D, H, K = 2, 9, 7, 8, 2, 4  # query length T, memory (cross-attention keys) length S
 PADS = (3, 1)  # padded tokens of the two sequences of a batch
-CASES = ["none", *[name for name in EVERY if name not in ("R-circulant", "Conv2d-2x9")]]
+CASES = [case_param(name) for name in ("none", *EVERY) if name not in ("R-circulant", "Conv2d-2x9")]
 
 
 def real_tokens(length: int, side: str) -> np.ndarray:

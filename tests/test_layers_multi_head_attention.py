@@ -44,6 +44,26 @@ COMBINED = {
     "Conv2d-pre+Temp+R": {**ALONE["Conv2d-pre"], **ALONE["Temp"], **ALONE["R"]},
 }
 EVERY = {**ALONE, **COMBINED}
+# The cases the leak and mask tests also run under JAX (`make test` deselects tf_only there):
+# every modification is in one of them (Shaw alone too: its skews take the lengths under JAX);
+# each alone and every combination run under TensorFlow.
+JAX_CASES = {
+    "none",
+    "R-circulant",
+    "Shaw",
+    "Conv-pre",
+    "P+R+Temp+Conv2d",
+    "Conv+Shaw",
+    "MTA-kq+Talking+ALiBi",
+    "Conv2d-pre+Temp+R",
+}
+
+
+def case_param(name: str, *values) -> object:
+    """`pytest.param(name, *values)`, marked tf_only unless `name` is in JAX_CASES."""
+    return pytest.param(name, *values, marks=() if name in JAX_CASES else pytest.mark.tf_only)
+
+
 CAUSAL_CALLS = {
     "use_causal_mask": lambda layer, x: layer(x, x, use_causal_mask=True),
     "lower-triangular attention_mask": lambda layer, x: layer(
@@ -85,7 +105,7 @@ def changed_at(x, position):
 
 
 LEAK_CASES = [
-    (name, call)
+    case_param(name, call)
     for name in EVERY
     for call in CAUSAL_CALLS
     if not call.startswith("conv_causal") or "attention_conv" in EVERY[name]  # conv_causal needs a convolution
@@ -157,7 +177,7 @@ def test_keras_masks_of_the_inputs_are_honoured():
     assert np.abs(scores[0, :, :4, :4]).max() > 0
 
 
-@pytest.mark.parametrize("name", ["Conv2d", "Conv", "MTA-kq", "Shaw", "P+R"])
+@pytest.mark.parametrize("name", [case_param(n) for n in ("Conv2d", "Conv", "MTA-kq", "Shaw", "P+R")])
 def test_cross_attention_with_other_query_and_key_lengths(name):
     layer = built(EVERY[name])  # max_len T covers both lengths
     queries, memory = inputs(1, length=5), inputs(2, length=9)
@@ -188,7 +208,7 @@ def test_a_decoders_cross_attention_is_causal_along_its_queries_with_conv_causal
     assert np.abs(after[:, LATER:] - before[:, LATER:]).max() > 1e-3
 
 
-@pytest.mark.parametrize("name", ["Conv2d", "MTA-kq", "ALiBi", "Shaw", "Talking", "Temp"])
+@pytest.mark.parametrize("name", [case_param(n) for n in ("Conv2d", "MTA-kq", "ALiBi", "Shaw", "Talking", "Temp")])
 def test_modifications_without_per_position_weights_take_any_length(name):
     x = keras.Input((None, D))
     model = keras.Model(x, MultiHeadAttention(H, K, **ALONE[name])(x, x, use_causal_mask=True))
@@ -201,6 +221,7 @@ def test_modifications_without_per_position_weights_take_any_length(name):
 
 
 @pytest.mark.parametrize("name", ["P", "R", "Conv"])
+@pytest.mark.tf_only
 def test_per_position_weights_refuse_a_longer_input_and_need_max_len(name):
     layer = MultiHeadAttention(H, K, **{**ALONE[name], "max_len": 16})
     layer(inputs(length=16), inputs(length=16))
@@ -210,6 +231,7 @@ def test_per_position_weights_refuse_a_longer_input_and_need_max_len(name):
         MultiHeadAttention(H, K, **{**ALONE[name], "max_len": None})
 
 
+@pytest.mark.tf_only
 def test_bad_options_are_refused_with_the_reason():
     with pytest.raises(ValueError, match="needs an attention_conv"):
         MultiHeadAttention(H, K, conv_causal=True)
@@ -219,6 +241,7 @@ def test_bad_options_are_refused_with_the_reason():
         MultiHeadAttention(H, K, alibi=True, attention_axes=(1, 2))(np.zeros((1, 3, 4, D)), np.zeros((1, 3, 4, D)))
 
 
+@pytest.mark.tf_only
 def test_the_bidirectional_attention_is_the_tagger_layers():
     """Same projections, no bias: the paper's attention maps, from SelfAttention and from the drop-in."""
     options = dict(position_interaction=True, relative_bias=True, attention_conv="1d", max_len=T)
@@ -337,6 +360,7 @@ def test_the_tagger_layer_is_causal_too(name):
     assert np.abs(after[:, LATER:] - before[:, LATER:]).max() > 1e-3
 
 
+@pytest.mark.tf_only
 def test_max_len_binds_only_the_per_position_weights():
     """Built with max_len=16 and no per-position weights, both layers take 32 tokens."""
     options = dict(max_len=16, attention_conv="2d", alibi=True, relative_position_representation=2)
@@ -348,6 +372,7 @@ def test_max_len_binds_only_the_per_position_weights():
         SelfAttention(H, K, max_len=16, position_interaction=True)(inputs(length=32))
 
 
+@pytest.mark.tf_only
 def test_keras_weights_come_first_in_keras_order_and_positional_arguments_keep_their_places():
     x = inputs(1)
     theirs = keras.layers.MultiHeadAttention(H, K, None, 0.25)
@@ -377,12 +402,14 @@ BAD_OPTIONS = {
 
 
 @pytest.mark.parametrize("option, options", [(o, v) for o, vs in BAD_OPTIONS.items() for v in vs])
+@pytest.mark.tf_only
 def test_a_wrong_option_is_refused_at_construction_naming_it(option, options):
     with pytest.raises(ValueError, match=option):
         MultiHeadAttention(H, K, **options)
 
 
 @pytest.mark.parametrize("name", ["multi_head_attention", "keras_hub_blocks"])
+@pytest.mark.tf_only
 def test_a_model_saved_by_convatt_0_1_0_loads(name):
     """Saved (compiled, after a step of Adam) by the code of 0.1.0, whose weights listed the
     modifications first: the weights, the outputs and the optimizer's state (its variables

@@ -36,11 +36,13 @@ def reference(x, head_kernels, keep=None):
         (7, 3, [(1, 3), (2, 2)]),
     ],
 )
+@pytest.mark.tf_only
 def test_head_widths(width, heads, expected):
     assert head_widths(width, heads) == expected
     assert sum(n * d for n, d in expected) == width and sum(n for n, _ in expected) == heads
 
 
+@pytest.mark.tf_only
 def test_heads_double_per_layer():
     assert [narrowing_num_heads(4, layer) for layer in range(4)] == [4, 8, 16, 32]
     with pytest.raises(ValueError, match="cannot split"):
@@ -70,6 +72,7 @@ def test_matches_numpy_with_uneven_heads(masked):
     assert layer.count_params() == 3 * D * D  # as plain attention of width D
 
 
+@pytest.mark.tf_only
 def test_round_trips(tmp_path):
     layer = NarrowingSelfAttention(
         D, 3, max_len=T, attention_options={"temperature": True}, kernel_initializer="he_uniform"
@@ -86,6 +89,7 @@ def test_round_trips(tmp_path):
     assert layer.compute_output_shape((None, T, D)) == (None, T, D)
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     from layer_harness import run_layer_test
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import pytest
 from layer_harness import randomize
 
 from convatt import layers as cl
@@ -53,6 +54,7 @@ def every_layer_model():
     return keras.Model(words, {"z": z, "conv1": conv1, "conv2": conv2})
 
 
+@pytest.mark.tf_only
 def test_keras_save_and_load_gives_identical_outputs(tmp_path):
     model = every_layer_model()
     randomize(model, low=0.1, high=0.6)
@@ -70,6 +72,7 @@ def test_keras_save_and_load_gives_identical_outputs(tmp_path):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
 
 
+@pytest.mark.tf_only
 def test_every_layer_has_a_harness_tested_file():
     for name in cl.__all__ + ["GatherCharFeatures"]:
         snake = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower().replace("1_d", "1d").replace("2_d", "2d")

@@ -8,16 +8,19 @@ from layer_harness import check_clone_computes_the_same, randomize, run_layer_te
 from convatt.layers import PositionEmbedding
 
 
+@pytest.mark.tf_only
 def test_layer_harness_add(tmp_path):
     x = np.random.default_rng(0).normal(size=(2, 5, 4)).astype("float32")
     run_layer_test(PositionEmbedding, dict(max_len=8), x, (2, 5, 4), tmp_path, expected_num_weights=1)
 
 
+@pytest.mark.tf_only
 def test_layer_harness_token_ids(tmp_path):
     ids = np.random.default_rng(0).integers(0, 10, size=(2, 5)).astype("int32")
     run_layer_test(PositionEmbedding, dict(max_len=8, output_dim=3), ids, (2, 5, 3), tmp_path)
 
 
+@pytest.mark.tf_only
 def test_parameter_count_and_shape():
     layer = PositionEmbedding(60)
     out = layer(np.zeros((2, 60, 300), "float32"))

@@ -11,6 +11,7 @@ from convatt.layers import PositionInteraction
 ATOL = 1e-5
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     scores = np.random.default_rng(0).normal(size=(2, 2, 6, 5)).astype("float32")
     run_layer_test(
@@ -18,6 +19,7 @@ def test_layer_harness(tmp_path):
     )
 
 
+@pytest.mark.tf_only
 def test_parameter_count_and_shape():
     layer = PositionInteraction(60, 4)
     out = layer(np.zeros((2, 4, 60, 60), "float32"))

@@ -11,11 +11,13 @@ from convatt.layers import RelativeBias
 ATOL = 1e-5
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     scores = np.random.default_rng(0).normal(size=(2, 2, 5, 6)).astype("float32")
     run_layer_test(RelativeBias, dict(max_len=8, num_heads=2), scores, (2, 2, 5, 6), tmp_path, expected_num_weights=1)
 
 
+@pytest.mark.tf_only
 def test_parameter_count_and_shape():
     layer = RelativeBias(60, 4)
     out = layer(np.zeros((2, 4, 60, 60), "float32"))

@@ -53,6 +53,7 @@ def test_matches_tensorflows_linear_operator_circulant():
         np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.relative_matrix(5, 5))[h], expected, atol=1e-5)
 
 
+@pytest.mark.tf_only
 def test_initial_scale_is_keras_2_2_4s_glorot_normal_of_a_1d_weight():
     keras.utils.set_random_seed(3)
     layer = RelativeBias(max_len=60, num_heads=64, parameterization="circulant")
@@ -63,6 +64,7 @@ def test_initial_scale_is_keras_2_2_4s_glorot_normal_of_a_1d_weight():
     assert np.abs(values).max() <= 2 * expected / 0.87962566103423978 + 1e-6
 
 
+@pytest.mark.tf_only
 def test_config_and_keras_file_round_trip(tmp_path):
     inputs = keras.Input((6, 8))
     outputs = SelfAttention(
@@ -78,6 +80,7 @@ def test_config_and_keras_file_round_trip(tmp_path):
     assert RelativeBias.from_config(layer._relative_bias.get_config()).parameterization == "circulant"
 
 
+@pytest.mark.tf_only
 def test_lookup_is_still_the_layers_default_and_unknown_names_fail():
     assert RelativeBias(max_len=4, num_heads=1).parameterization == "lookup"
     with pytest.raises(ValueError, match="parameterization must be one of"):

@@ -13,6 +13,7 @@ from convatt.layers import RelativePositionRepresentation
 ATOL = 1e-5
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     rng = np.random.default_rng(0)
     scores = rng.normal(size=(2, 3, 5, 5)).astype("float32")
@@ -66,6 +67,7 @@ def test_float32_terms_under_mixed_policy():
 
 
 @pytest.mark.parametrize("initializer", ["glorot_uniform", keras.initializers.RandomNormal(seed=5)])
+@pytest.mark.tf_only
 def test_key_and_value_tables_start_distinct(initializer):
     """w^K and w^V are independent parameters (eqs. 3-4): they must not start equal."""
     layer = RelativePositionRepresentation(3, 4, embeddings_initializer=initializer)

@@ -156,6 +156,7 @@ def test_keras_mask_from_embedding_is_used_and_passed_on():
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer.compute_mask(x, seq_mask)), seq_mask)
 
 
+@pytest.mark.tf_only
 def test_parameter_counts_and_weight_layout():
     # The acceptance count: 3 * 364 * 364 + 14,400 + 480 + 12 + 40.
     layer = SelfAttention(
@@ -192,6 +193,7 @@ def test_parameter_counts_and_weight_layout():
     ]
 
 
+@pytest.mark.tf_only
 def test_projection_init_is_per_head_glorot_uniform():
     keras.utils.set_random_seed(0)
     layer = SelfAttention(4, 91)
@@ -204,6 +206,7 @@ def test_projection_init_is_per_head_glorot_uniform():
 
 
 @pytest.mark.parametrize("initializer", ["random_normal", "orthogonal", keras.initializers.RandomUniform(seed=3)])
+@pytest.mark.tf_only
 def test_projections_start_distinct_with_any_initializer(initializer):
     """One initializer object must not give W_q, W_k and W_v the same start (Keras 3
     random initializers repeat their values when called twice)."""
@@ -232,6 +235,7 @@ def test_return_attention_scores_in_functional_model():
     assert tuple(out.shape) == (None, T, H * DH) and tuple(att.shape) == (None, H, T, T)
 
 
+@pytest.mark.tf_only
 def test_errors():
     for option in (dict(position_interaction=True), dict(relative_bias=True), dict(attention_conv="1d")):
         with pytest.raises(ValueError, match="max_len"):
@@ -280,6 +284,7 @@ ALL_SUBLAYERS = dict(
 )
 
 
+@pytest.mark.tf_only
 def test_layer_harness_every_option_with_mask_and_scores(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(B, T, D)).astype("float32")
@@ -295,6 +300,7 @@ def test_layer_harness_every_option_with_mask_and_scores(tmp_path):
     )
 
 
+@pytest.mark.tf_only
 def test_layer_harness_conv2d(tmp_path):
     x = np.random.default_rng(1).normal(size=(B, T, D)).astype("float32")
     run_layer_test(
@@ -337,6 +343,7 @@ def test_large_position_terms_are_added_in_float32(position):
     np.testing.assert_allclose(att, expected, rtol=2**-8, atol=1e-30)
 
 
+@pytest.mark.tf_only
 def test_from_config_round_trip():
     layer = SelfAttention(
         H,

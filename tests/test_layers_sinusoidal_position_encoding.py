@@ -13,6 +13,7 @@ from convatt.layers import SinusoidalPositionEncoding
 ATOL = 1e-5
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     x = np.random.default_rng(0).normal(size=(2, 9, 6)).astype("float32")
     run_layer_test(
@@ -38,6 +39,7 @@ def test_known_values():
     np.testing.assert_allclose(out[1], [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)], atol=1e-6)
 
 
+@pytest.mark.tf_only
 def test_from_config_round_trip():
     x = np.random.default_rng(2).uniform(size=(2, 8, 8)).astype("float32")
     check_clone_computes_the_same(SinusoidalPositionEncoding(max_wavelength=100.0), x)

@@ -11,6 +11,7 @@ from convatt.layers import SymmetricAlibiBias
 ATOL = 1e-5
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     scores = np.random.default_rng(0).normal(size=(2, 4, 5, 7)).astype("float32")
     run_layer_test(SymmetricAlibiBias, dict(num_heads=4), scores, (2, 4, 5, 7), tmp_path, expected_num_weights=0)
@@ -48,11 +49,13 @@ def test_slopes_other_head_counts_and_errors():
         SymmetricAlibiBias(4)(np.zeros((1, 2, 3, 3), "float32"))
 
 
+@pytest.mark.tf_only
 def test_from_config_round_trip():
     x = np.random.default_rng(2).uniform(size=(2, 2, 8, 8)).astype("float32")
     check_clone_computes_the_same(SymmetricAlibiBias(2), x)
 
 
+@pytest.mark.tf_only
 def test_the_old_name_still_gives_the_layer_with_a_warning():
     import convatt.layers
 

@@ -110,6 +110,7 @@ def test_round_trips(tmp_path):
     assert loaded.layers[1].talking_heads
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     from layer_harness import run_layer_test
 

@@ -11,6 +11,7 @@ from convatt.layers import TemperatureDense
 ATOL = 1e-5
 
 
+@pytest.mark.tf_only
 def test_layer_harness(tmp_path):
     x = np.random.default_rng(0).normal(size=(2, 3, 6)).astype("float32")
     run_layer_test(
@@ -23,6 +24,7 @@ def test_layer_harness(tmp_path):
     )
 
 
+@pytest.mark.tf_only
 def test_parameter_count_and_shape():
     layer = TemperatureDense(91)
     out = layer(np.zeros((2, 60, 364), "float32"))
@@ -61,6 +63,7 @@ def test_gamma_is_trainable_and_learns():
     assert float(layer.get_weights()[1]) == pytest.approx(3.0, abs=0.05)
 
 
+@pytest.mark.tf_only
 def test_from_config_round_trip():
     layer = TemperatureDense(3, use_bias=True, kernel_initializer=keras.initializers.Constant(0.3))
     x = np.random.default_rng(2).uniform(size=(2, 8, 8)).astype("float32")
