@@ -313,11 +313,9 @@ def _steps(settings: AttentionSettings, length: int, causal: bool) -> dict[str, 
 
 def flash_possible(settings: AttentionSettings) -> bool:
     """Whether Keras' flash path may run: JAX on a GPU or TPU with a 16-bit compute dtype."""
-    if keras.backend.backend() != "jax" or settings.compute_dtype == "float32":
-        return False
-    import jax
+    from convatt.layers._utils import on_accelerator
 
-    return jax.devices()[0].platform in ("gpu", "tpu")
+    return keras.backend.backend() == "jax" and settings.compute_dtype != "float32" and on_accelerator()
 
 
 def _flash_step(shape: dict, x, causal: bool) -> dict[str, CompiledStep]:
@@ -385,8 +383,7 @@ def run_attention_benchmark(
     log(
         f"convatt bench --attention: backend {result.backend}, {result.device}, batch {settings.batch_size}, "
         f"{settings.num_heads} heads x {settings.key_dim}, {settings.dtype_policy}, forward + backward, "
-        f"median of {settings.repeats} "
-        f"after {settings.warmup} untimed"
+        f"median of {settings.repeats} after {settings.warmup} untimed"
     )
     for length in settings.lengths:
         for mask in settings.masks:
@@ -421,11 +418,11 @@ def _reference_rows(result: AttentionBenchmark, mask: str) -> list[list[str]]:
     """Keras' layer's and the core's absolute figures, and one attention matrix's size, per length."""
     lengths = result.settings.lengths
     rows = []
-    names = {name: None for n in lengths for name in result.reference_names(n, mask)}
-    for name in names:
+    measured = {length: result.reference_names(length, mask) for length in lengths}
+    for name in dict.fromkeys(name for names in measured.values() for name in names):
         cells = []
         for length in lengths:
-            if name not in result.reference_names(length, mask):
+            if name not in measured[length]:
                 cells.append("-")
                 continue
             m = result.get(name, length, mask)
