@@ -446,6 +446,36 @@ def test_a_plain_causal_call_takes_keras_fused_causal_path(monkeypatch):
     assert calls[-1][0] is False and calls[-1][1] is not None
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_the_temperature_alone_is_keras_attention_on_scaled_projections(causal, monkeypatch):
+    """Each head's temperature scales its queries, keys and values: the layer equals Keras' layer
+    with those scales in its projections' weights, through Keras' own attention call (the
+    backend's fused kernel where there is one), with no mask tensor for a causal call."""
+    from keras.src.layers.attention import multi_head_attention as keras_module
+
+    calls = []
+    original = keras_module.ops.dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append((kwargs.get("is_causal"), kwargs.get("mask")))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(keras_module.ops, "dot_product_attention", spy)
+    x = inputs(1)
+    ours, theirs = built(ALONE["Temp"]), keras.layers.MultiHeadAttention(H, K)
+    theirs(x, x)
+    *weights, gamma = ours.get_weights()  # Keras' weights in Keras' order, then the temperature
+    for index, row in ((0, 0), (2, 1), (4, 2)):  # query, key, value: kernel (D, H, K), bias (H, K)
+        weights[index] = weights[index] * gamma[row][None, :, None]
+        weights[index + 1] = weights[index + 1] * gamma[row][:, None]
+    theirs.set_weights(weights)
+    got = to_numpy(ours(x, x, use_causal_mask=causal))[0]
+    assert calls[-1][0] is causal and calls[-1][1] is None
+    np.testing.assert_allclose(got, to_numpy(theirs(x, x, use_causal_mask=causal))[0], atol=1e-5)
+    with_scores, _ = to_numpy(ours(x, x, use_causal_mask=causal, return_attention_scores=True))  # convatt's path
+    np.testing.assert_allclose(with_scores, got, atol=1e-5)
+
+
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the compiled step's memory analysis is JAX's")
 def test_a_plain_causal_call_takes_as_much_memory_as_keras_layer():
     from convatt.speed.attention_bench import _layer_step

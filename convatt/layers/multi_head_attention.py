@@ -15,7 +15,7 @@ from convatt.layers._utils import (
     mask_padded_queries,
     with_query_mask,
 )
-from convatt.layers.modifications import MODIFICATION_OPTIONS, ModifiedAttention
+from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, ModifiedAttention
 
 WEIGHT_ORDERS = ("keras", "modifications_first")
 """`weight_order`: Keras' weights first (the default), or the modifications' first (how
@@ -80,7 +80,10 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     Dtype policies: sublayers get this layer's policy; the scores, from
     `Q K^T` on, are float32 up to and including the softmax and the
     convolution when a modification is on (the attention is cast to the compute
-    dtype when it meets the values), as in `SelfAttention`.
+    dtype when it meets the values), as in `SelfAttention`. The temperature
+    alone scales the projections only: a call with no mask but the causal one,
+    not returning the attention, is then Keras' attention (its fused kernel
+    where the backend has one).
 
     Weights: Keras' own, in Keras' order (query, key, value, output), then the
     modifications' (temperature, then `MODIFICATIONS`' order), so the weights of a
@@ -171,6 +174,14 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 "flash_attention computes no attention matrix for the modifications to change; "
                 "turn it off, or the modifications."
             )
+
+    @property
+    def _attention_is_keras(self) -> bool:
+        """Whether the attention itself is Keras' computation: no modification, or only the
+        temperature (a scale of the projections). Without a mask other than the causal one and
+        without the attention matrix asked for, it then takes Keras' path (the backend's fused
+        attention where there is one)."""
+        return not any(row.is_on(self) for row in MODIFICATIONS if row.name != "temperature")
 
     @property
     def modification_dims(self) -> tuple[int, int]:
@@ -279,7 +290,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         too (`mask_padded_queries`)."""
         given = (query_mask, value_mask, key_mask, attention_mask)
         if all(mask is None for mask in given) and self._sliding_window is None:
-            if use_causal_mask and not self._modified:
+            if use_causal_mask and self._attention_is_keras:
                 return None  # `_compute_attention` takes Keras' fused causal path
         mask = super()._compute_attention_mask(
             query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
@@ -305,16 +316,18 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         return_attention_scores=False,
         use_causal_mask=False,
     ):
-        if not self._modified:
-            fused_causal = use_causal_mask or (self._causal_call and attention_mask is None)
-            extra = {"use_causal_mask": True} if fused_causal else {}
+        # Keras passes `use_causal_mask` only where it built no mask (its fused path); where
+        # `_compute_attention_mask` built none for a causal call, the flag is the call's
+        causal_unmasked = use_causal_mask or (self._causal_call and attention_mask is None)
+        query, key, value = self._projected(query, key, value)  # the temperature, if on
+        keras_path = not self._modified or (attention_mask is None and not return_attention_scores)
+        if self._attention_is_keras and keras_path:
+            extra = {"use_causal_mask": True} if causal_unmasked else {}
             return super()._compute_attention(
                 query, key, value, attention_mask, training, return_attention_scores, **extra
             )
-        query, key, value = self._projected(query, key, value)
         keep = None if attention_mask is None else keep_mask(attention_mask)
-        # Keras passes `use_causal_mask` only where it built no mask (its fused path)
-        context = self._modification_context(query, key, keep, use_causal_mask, self._causal_call)
+        context = self._modification_context(query, key, keep, causal_unmasked, self._causal_call)
         _, attention = self._attention_maps(query, key, context)
         dropped = self._dropout_layer(ops.cast(attention, self.compute_dtype), training=training)
         output = self._value_terms(ops.einsum(self._combine_equation, dropped, value), dropped, context)
