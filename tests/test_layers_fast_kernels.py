@@ -50,7 +50,8 @@ def test_conv2d_stencil_equals_the_depthwise_convolution(kernel_size, causal, fu
     _close([keras.ops.convert_to_numpy(by_layer)], value_and_gradients(old, attention, kernel, bias)[:1])
 
 
-SHAW_SHAPES = [(5, 9, 3), (9, 4, 1), (4, 4, 7), (3, 3, 0)]  # (q, k, clip)
+# (q, k, clip): cross-attention both ways, a cached step's query of 1, lengths 1, clip 0, clip >= the lengths
+SHAW_SHAPES = [(5, 9, 3), (9, 4, 1), (4, 4, 7), (3, 3, 0), (1, 6, 2), (1, 1, 1), (2, 9, 5), (7, 3, 2), (6, 6, 2)]
 
 
 @pytest.mark.parametrize("q, k, clip", SHAW_SHAPES)
