@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 from kernel_gradients import value_and_gradients
 
-from convatt.layers import AttentionConv2D, RelativePositionRepresentation, attention_conv2d
+from convatt.layers import (
+    AttentionConv2D,
+    RelativePositionRepresentation,
+    attention_conv2d,
+    relative_position_representation,
+)
 from convatt.layers.attention_conv2d import convolve_heads
 from convatt.layers.relative_position_representation import spread_by_distance, sum_by_distance
 from convatt.layers.talking_heads import mix_heads
@@ -76,8 +81,11 @@ def test_shaw_terms_equal_the_gathered_tables(q, k, clip):
 
 
 @pytest.mark.parametrize("q, k, clip", SHAW_SHAPES)
-def test_distance_spreads_and_sums_equal_gathers(q, k, clip):
-    """The two linear maps that also carry the tables' gradients (each is the other's transpose)."""
+@pytest.mark.parametrize("accelerator", [False, True], ids=["cpu-gradient", "accelerator-gradient"])
+def test_distance_spreads_and_sums_equal_gathers(q, k, clip, accelerator, monkeypatch):
+    """The two linear maps that also carry the tables' gradients (on a CPU each is the other's
+    transpose as its custom gradient; on a GPU or TPU autodiff's): both forms, on the CPU."""
+    monkeypatch.setattr(relative_position_representation, "on_accelerator", lambda: accelerator)
     rng = np.random.default_rng(q * 100 + k * 10 + clip)
     indices = ref.shaw_clipped_distances(q, k, clip)
     one_hot = keras.ops.convert_to_tensor(np.eye(2 * clip + 1, dtype="float32")[indices])  # (q, k, 2 clip + 1)
