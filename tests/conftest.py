@@ -87,7 +87,7 @@ def train_stopped_in_epoch(options, epoch: int) -> list[str]:
     return logged
 
 
-def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[str]:
+def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1, limit: int = 160) -> list[str]:
     """The `convatt train` command line of `tiny_options` (same run, same results)."""
     import sys
 
@@ -105,7 +105,7 @@ def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[
         "--data",
         str(PTB_SAMPLE),
         "--limit",
-        "160",
+        str(limit),
         "--epochs",
         "2",
         "--curve-every",
@@ -139,12 +139,12 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def pausing_command(out: Path) -> list[str]:
+def pausing_command(out: Path, limit: int = 160) -> list[str]:
     """`tiny_command`, but the process waits after printing "epoch 2/2  batch 1/..." and
     swallows the KeyboardInterrupt a signal raises there: a test that signals it on that
     line cannot race (the run never gets ahead of the test), and only the stop flag
     (convatt.training.interrupt) that the CLI's handler sets can stop the run."""
-    return [sys.executable, "-c", PAUSING_CLI, *tiny_command(out)[3:]]
+    return [sys.executable, "-c", PAUSING_CLI, *tiny_command(out, limit=limit)[3:]]
 
 
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
