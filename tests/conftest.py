@@ -87,7 +87,7 @@ def train_stopped_in_epoch(options, epoch: int) -> list[str]:
     return logged
 
 
-def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[str]:
+def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1, limit: int = 160) -> list[str]:
     """The `convatt train` command line of `tiny_options` (same run, same results)."""
     import sys
 
@@ -105,7 +105,7 @@ def tiny_command(out: Path, variant: str = "san-pe-add", seed: int = 1) -> list[
         "--data",
         str(PTB_SAMPLE),
         "--limit",
-        "160",
+        str(limit),
         "--epochs",
         "2",
         "--curve-every",
@@ -139,75 +139,76 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def pausing_command(out: Path) -> list[str]:
+def pausing_command(out: Path, limit: int = 160) -> list[str]:
     """`tiny_command`, but the process waits after printing "epoch 2/2  batch 1/..." and
     swallows the KeyboardInterrupt a signal raises there: a test that signals it on that
     line cannot race (the run never gets ahead of the test), and only the stop flag
     (convatt.training.interrupt) that the CLI's handler sets can stop the run."""
-    return [sys.executable, "-c", PAUSING_CLI, *tiny_command(out)[3:]]
+    return [sys.executable, "-c", PAUSING_CLI, *tiny_command(out, limit=limit)[3:]]
 
 
-def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
-    """`build(directory)` once per test session, shared by its xdist workers.
+def built_once(tmp_path_factory, name: str, builds: dict[str, Callable[[Path], None]]) -> Path:
+    """A directory `name` holding `builds` (a path inside it -> what writes that path), each
+    built once per test session, shared by its xdist workers.
 
     A session fixture is made once per worker: with `-n 2` each worker would train the same
-    tiny runs again. The first worker to get here builds them in the session's shared
-    temporary directory, under a file lock; the others wait, then read the same directory
-    (its tests only read it). Without xdist: a directory of this session's own."""
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+    tiny runs again. The first worker to get to a path builds it in the session's shared
+    temporary directory, under that path's file lock; the others wait, then read the same
+    directory (its tests only read it). The workers take the paths in opposite orders: two
+    that need the directory at once train different runs side by side, neither idle until
+    the other has trained them all. Without xdist: a directory of this session's own."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
         directory = tmp_path_factory.mktemp(name)
-        build(directory)
+        for path, build in builds.items():
+            build(directory / path)
         return directory
     shared = tmp_path_factory.getbasetemp().parent  # one per session, beside each worker's own
-    directory, finished = shared / name, shared / f"{name}.finished"
-    with FileLock(shared / f"{name}.lock"):
-        if not finished.exists():
-            shutil.rmtree(directory, ignore_errors=True)  # what a worker that failed here left
-            directory.mkdir()
-            build(directory)
-            finished.touch()
+    directory, marks = shared / name, shared / f"{name}.marks"  # marks: kept out of the runs root
+    marks.mkdir(exist_ok=True)
+    order = list(builds) if int(worker.removeprefix("gw")) % 2 == 0 else list(reversed(builds))
+    for path in order:
+        mark = marks / path.replace("/", "-")
+        with FileLock(f"{mark}.lock"):
+            if not Path(f"{mark}.finished").exists():
+                shutil.rmtree(directory / path, ignore_errors=True)  # what a worker that failed here left
+                (directory / path).parent.mkdir(parents=True, exist_ok=True)
+                builds[path](directory / path)
+                Path(f"{mark}.finished").touch()
     return directory
 
 
-def _train_tiny_runs(root: Path) -> None:
+def _tiny_run(variant: str, seed: int) -> Callable[[Path], None]:
     from convatt.training.trainer import train_run
 
-    for variant in TINY_VARIANTS:
-        for seed in TINY_SEEDS:
-            train_run(tiny_options(root / "ptb" / variant / f"seed{seed}", variant, seed), log=lambda s: None)
+    return lambda out: train_run(tiny_options(out, variant, seed), log=lambda s: None)
 
 
 @pytest.fixture(scope="session")
 def tiny_runs(tmp_path_factory) -> Path:
     """A runs root `ptb/<variant>/seed<S>/` of real 2-epoch runs on 160 PTB-sample sentences."""
-    return built_once(tmp_path_factory, "runs", _train_tiny_runs)
+    builds = {f"ptb/{v}/seed{seed}": _tiny_run(v, seed) for v in TINY_VARIANTS for seed in TINY_SEEDS}
+    return built_once(tmp_path_factory, "runs", builds)
 
 
 INSPECT_VARIANTS = ("san-pe-add", "san-p-r", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d")
 TAGGING_UD_SIZE = dict(epochs=2, limit=300)  # SAN+PE[add]'s tiny UD run: it must tag (test_training.py)
 
 
-def _train_tiny_ud_runs(root: Path) -> None:
+def _tiny_ud_run(variant: str) -> Callable[[Path], None]:
     from convatt.training.trainer import train_run
 
-    for variant in INSPECT_VARIANTS:
-        size = TAGGING_UD_SIZE if variant == "san-pe-add" else dict(epochs=1, limit=64)
-        opts = tiny_options(
-            root / "ud" / "UD_English-LinES" / variant / "seed1",
-            variant,
-            preset="ud",
-            data=str(LINES),
-            curve_every=0,
-            **size,
-        )
-        train_run(opts, log=lambda s: None)
+    size = TAGGING_UD_SIZE if variant == "san-pe-add" else dict(epochs=1, limit=64)
+    options = lambda out: tiny_options(out, variant, preset="ud", data=str(LINES), curve_every=0, **size)
+    return lambda out: train_run(options(out), log=lambda s: None)
 
 
 @pytest.fixture(scope="session")
 def tiny_ud_runs(tmp_path_factory) -> Path:
     """A runs root `ud/UD_English-LinES/<variant>/seed1/` of real tiny UD runs, one per variant of
     INSPECT_VARIANTS (SAN+PE[add]: 2 epochs on 300 sentences, so that it tags; the others 1 on 64)."""
-    return built_once(tmp_path_factory, "ud-runs", _train_tiny_ud_runs)
+    builds = {f"ud/UD_English-LinES/{v}/seed1": _tiny_ud_run(v) for v in INSPECT_VARIANTS}
+    return built_once(tmp_path_factory, "ud-runs", builds)
 
 
 @contextlib.contextmanager

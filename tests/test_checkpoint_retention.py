@@ -16,6 +16,11 @@ from convatt.errors import ConvattError
 from convatt.training.trainer import train_run
 
 
+def three_epochs(run: Path):
+    """The tiny run's options for 3 epochs of 2 batches (64 sentences): what is checked is the files."""
+    return tiny_options(run, epochs=3, limit=64)
+
+
 def truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
@@ -24,7 +29,7 @@ def truncate(path: Path) -> None:
 def stopped(tmp_path_factory) -> Path:
     """A 3-epoch run stopped in epoch 3: its checkpoint is epoch 2, epoch 1's kept."""
     run = tmp_path_factory.mktemp("stopped") / "run"
-    train_stopped_in_epoch(tiny_options(run, epochs=3), 3)
+    train_stopped_in_epoch(three_epochs(run), 3)
     return run
 
 
@@ -55,14 +60,14 @@ def resumed_lines(lines: list[str], damaged: str) -> None:
 def test_a_damaged_last_state_resumes_from_the_previous_checkpoint(run_copy):
     """Epoch 2 trained and checkpointed again (the run stopped in epoch 3; the next test finishes one)."""
     truncate(run_copy / "checkpoint" / "state.json")
-    resumed_lines(train_stopped_in_epoch(tiny_options(run_copy, epochs=3), 3), "state.json")
+    resumed_lines(train_stopped_in_epoch(three_epochs(run_copy), 3), "state.json")
     assert json.loads((run_copy / "checkpoint" / "state.json").read_text())["epoch"] == 2
 
 
 def test_a_damaged_last_model_resumes_from_the_previous_checkpoint_and_finishes(run_copy):
     truncate(run_copy / "checkpoint" / "epoch-2.keras")
     lines = []
-    result = train_run(tiny_options(run_copy, epochs=3), log=lines.append)
+    result = train_run(three_epochs(run_copy), log=lines.append)
     resumed_lines(lines, "epoch-2.keras")
     assert result["epochs_run"] == 3 and list(pd.read_csv(run_copy / "history.csv")["epoch"]) == [1, 2, 3]
     assert not (run_copy / "checkpoint").exists()
@@ -70,7 +75,7 @@ def test_a_damaged_last_model_resumes_from_the_previous_checkpoint_and_finishes(
     truncate(run_copy / "model.keras")  # finished, then its model damaged: not "nothing to do"
     lines.clear()
     with pytest.raises(ConvattError) as e:
-        train_run(tiny_options(run_copy, epochs=3), log=lines.append)
+        train_run(three_epochs(run_copy), log=lines.append)
     assert e.value.path.endswith("model.keras") and "not a complete Keras model archive" in str(e.value)
     assert f"delete {run_copy / 'result.json'} and {run_copy / 'model.keras'}" in str(e.value)
     assert "from epoch 1" in str(e.value) and not any("nothing to do" in line for line in lines)

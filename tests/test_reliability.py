@@ -111,14 +111,22 @@ def test_out_naming_a_file_is_refused(tmp_path):
 
 def test_a_launchers_fresh_directory_is_a_new_run_and_checkpoint_strangers_stay(run_copy, ptb_copy, tmp_path):
     """make and Slurm create the directory and append train.log before convatt starts;
-    a file of someone else's in checkpoint/ is neither deleted nor in the way."""
+    a file of someone else's in checkpoint/ is neither deleted nor in the way. The resume
+    also meets a truncated best-weights file: found before training, and rewritten."""
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     for name in ("train.log", "slurm-12_3.out", ".lock"):
         (fresh / name).write_text("started\n")
     (fresh / ".tmp-999-config.json").write_text("{")  # a write killed before its rename
     (run_copy / "checkpoint" / "mine").write_text("x")
-    train_run(tiny_options(run_copy, data=str(ptb_copy)), log=QUIET)
+    best = run_copy / "checkpoint" / "best-1.weights.h5"
+    truncate(best)
+    with pytest.raises(ConvattError, match="damaged weights file"):
+        check_weights_file(best, "delete it")
+    lines = []
+    train_run(tiny_options(run_copy, data=str(ptb_copy)), log=lines.append)  # best epoch = last: rewritten
+    rewritten = next(i for i, line in enumerate(lines) if "best-1.weights.h5 was damaged; rewritten" in line)
+    assert rewritten < next(i for i, line in enumerate(lines) if line.startswith("epoch 2/2"))
     assert (run_copy / "result.json").exists() and (run_copy / "checkpoint" / "mine").read_text() == "x"
     assert not list(run_copy.rglob(".tmp-*"))
     train_run(tiny_options(fresh, data=str(ptb_copy), epochs=1, limit=40), log=QUIET)
@@ -215,17 +223,6 @@ def test_a_damaged_checkpoint_says_which_file_and_what_to_do(run_copy, ptb_copy,
     assert f"delete {run_copy / 'checkpoint'} to train this run again from epoch 1" in str(e.value)
 
 
-def test_a_truncated_best_weights_file_is_found_before_training(run_copy, ptb_copy):
-    best = run_copy / "checkpoint" / "best-1.weights.h5"
-    truncate(best)
-    with pytest.raises(ConvattError, match="damaged weights file"):
-        check_weights_file(best, "delete it")
-    lines = []
-    train_run(tiny_options(run_copy, data=str(ptb_copy)), log=lines.append)  # best epoch = last: rewritten
-    rewritten = next(i for i, line in enumerate(lines) if "best-1.weights.h5 was damaged; rewritten" in line)
-    assert rewritten < next(i for i, line in enumerate(lines) if line.startswith("epoch 2/2"))
-
-
 @pytest.mark.parametrize(
     "damage, commands, says",
     [
@@ -280,12 +277,12 @@ def test_a_full_disk_is_one_line_naming_the_file_and_leaves_no_tmp(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 
     run = tmp_path / "run"
-    command = tiny_command(run)
+    command = tiny_command(run, limit=64)  # 2 batches an epoch: what is checked is the files
     full = subprocess.run(command, capture_output=True, text=True, preexec_fn=limit_file_size)
     one_line_error(full, str(run / "checkpoint"), "File too large")
     assert not list(run.rglob(".tmp-*")) and not (run / "result.json").exists()
     # space again: the run goes on (here stopped once epoch 1's checkpoint, the write that failed, is made)
-    train_stopped_in_epoch(tiny_options(run), 2)
+    train_stopped_in_epoch(tiny_options(run, limit=64), 2)
     assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 1
 
 
