@@ -425,9 +425,9 @@ def test_a_model_saved_by_convatt_0_1_0_loads(name):
     assert keras.ops.convert_to_numpy(model.optimizer.iterations) > 0
 
 
-def test_a_plain_causal_call_takes_keras_fused_causal_path(monkeypatch):
-    """No modification, `use_causal_mask=True` and no other mask: the backend's attention with
-    `is_causal=True` and no mask tensor, as in Keras' own layer."""
+@pytest.fixture
+def attention_calls(monkeypatch) -> list:
+    """`(is_causal, mask)` of each call of `ops.dot_product_attention` from Keras' layer's module."""
     from keras.src.layers.attention import multi_head_attention as keras_module
 
     calls = []
@@ -438,29 +438,25 @@ def test_a_plain_causal_call_takes_keras_fused_causal_path(monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(keras_module.ops, "dot_product_attention", spy)
+    return calls
+
+
+def test_a_plain_causal_call_takes_keras_fused_causal_path(attention_calls):
+    """No modification, `use_causal_mask=True` and no other mask: the backend's attention with
+    `is_causal=True` and no mask tensor, as in Keras' own layer."""
     x = inputs(1)
     for layer in (keras.layers.MultiHeadAttention(H, K), MultiHeadAttention(H, K)):
         layer(x, x, use_causal_mask=True)
-    assert calls == [(True, None), (True, None)]
+    assert attention_calls == [(True, None), (True, None)]
     MultiHeadAttention(H, K)(x, x, use_causal_mask=True, attention_mask=np.ones((B, T, T), bool))
-    assert calls[-1][0] is False and calls[-1][1] is not None
+    assert attention_calls[-1][0] is False and attention_calls[-1][1] is not None
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
-def test_the_temperature_alone_is_keras_attention_on_scaled_projections(causal, monkeypatch):
+def test_the_temperature_alone_is_keras_attention_on_scaled_projections(causal, attention_calls):
     """Each head's temperature scales its queries, keys and values: the layer equals Keras' layer
     with those scales in its projections' weights, through Keras' own attention call (the
     backend's fused kernel where there is one), with no mask tensor for a causal call."""
-    from keras.src.layers.attention import multi_head_attention as keras_module
-
-    calls = []
-    original = keras_module.ops.dot_product_attention
-
-    def spy(*args, **kwargs):
-        calls.append((kwargs.get("is_causal"), kwargs.get("mask")))
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(keras_module.ops, "dot_product_attention", spy)
     x = inputs(1)
     ours, theirs = built(ALONE["Temp"]), keras.layers.MultiHeadAttention(H, K)
     theirs(x, x)
@@ -470,7 +466,7 @@ def test_the_temperature_alone_is_keras_attention_on_scaled_projections(causal, 
         weights[index + 1] = weights[index + 1] * gamma[row][:, None]
     theirs.set_weights(weights)
     got = to_numpy(ours(x, x, use_causal_mask=causal))[0]
-    assert calls[-1][0] is causal and calls[-1][1] is None
+    assert attention_calls[-1][0] is causal and attention_calls[-1][1] is None
     np.testing.assert_allclose(got, to_numpy(theirs(x, x, use_causal_mask=causal))[0], atol=1e-5)
     with_scores, _ = to_numpy(ours(x, x, use_causal_mask=causal, return_attention_scores=True))  # convatt's path
     np.testing.assert_allclose(with_scores, got, atol=1e-5)
