@@ -14,13 +14,12 @@ reads them), and prints each one's median time and its ratio to `one tap`. Usage
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import jax
 import numpy as np
 from keras import ops
 
+from convatt.layers._utils import query_tap_offsets
 from convatt.layers.attention_conv2d import (
     _col_offsets,
     _end,
@@ -28,6 +27,7 @@ from convatt.layers.attention_conv2d import (
     convolved_kernel_gradient,
     tapped_kernel_gradient,
 )
+from convatt.speed.attention_bench import CompiledStep, _median_times
 
 KERNELS = {"+Conv2d (3x3)": (3, 3, False), "MTA (2x9, causal rows)": (2, 9, True)}
 
@@ -47,15 +47,9 @@ def one_tap(x, upstream, row_offsets, col_offsets, row_scales):
     return ops.sum(x * upstream, axis=(0, 2, 3))
 
 
-def median_ms(function, x, upstream, offsets, repeats: int) -> float:
+def compiled_step(function, x, upstream, offsets) -> CompiledStep:
     compiled = jax.jit(lambda x, u: function(x, u, *offsets)).lower(x, upstream).compile()
-    jax.block_until_ready(compiled(x, upstream))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(x, upstream))
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+    return CompiledStep(lambda: jax.block_until_ready(compiled(x, upstream)))
 
 
 def main() -> None:
@@ -68,21 +62,19 @@ def main() -> None:
     rng = np.random.default_rng(0)
     shape = (args.batch, args.heads, args.length, args.length)
     x, upstream = (jax.device_put(rng.normal(size=shape).astype("float32")) for _ in range(2))
-    forms = {"tapped": tapped_kernel_gradient, "stacked": stacked_kernel_gradient}
+    forms = {"one tap": one_tap, "tapped": tapped_kernel_gradient, "stacked": stacked_kernel_gradient}
     forms["convolved"] = convolved_kernel_gradient
-    print(f"device {jax.devices()[0]}, shape {shape}, float32, median of {args.repeats}")
+    print(f"device {jax.devices()[0]}, shape {shape}, float32, median of {args.repeats} (interleaved)")
     for name, (rows, cols, causal) in KERNELS.items():
-        row_offsets = list(range(-(rows - 1), 1)) if causal else _col_offsets(rows)
-        offsets = (row_offsets, _col_offsets(cols), [None] * rows)
+        offsets = (query_tap_offsets(rows, causal), _col_offsets(cols), [None] * rows)
         reference = np.asarray(tapped_kernel_gradient(x, upstream, *offsets))
         for form in ("stacked", "convolved"):
             value = np.asarray(forms[form](x, upstream, *offsets))
             np.testing.assert_allclose(value, reference, rtol=1e-3, atol=1e-2 * np.sqrt(x.size), err_msg=form)
-        floor = median_ms(one_tap, x, upstream, offsets, args.repeats)
-        print(f"{name:24s} {'one tap':10s} {floor:9.3f} ms", flush=True)
-        for form, function in forms.items():
-            ms = median_ms(function, x, upstream, offsets, args.repeats)
-            print(f"{name:24s} {form:10s} {ms:9.3f} ms  {ms / floor:6.2f}x one tap", flush=True)
+        steps = {form: compiled_step(function, x, upstream, offsets) for form, function in forms.items()}
+        seconds = _median_times(steps, args.repeats, warmup=1)
+        for form, time in seconds.items():
+            print(f"{name:24s} {form:10s} {1000 * time:9.3f} ms  {time / seconds['one tap']:6.2f}x one tap", flush=True)
 
 
 if __name__ == "__main__":

@@ -24,42 +24,45 @@ def _distances(query_len: int, key_len: int):
     return ops.expand_dims(ops.arange(key_len), 0) - ops.expand_dims(ops.arange(query_len), 1)
 
 
-def spread_by_distance(per_distance, query_len: int, key_len: int, max_distance: int):
-    """`out[..., i, j] = per_distance[..., i, clip(j - i, k) + k]`: `(b, h, q, 2k + 1)` -> `(b, h, q, key_len)`.
-
-    On a CPU its gradient is `sum_by_distance` (its transpose): autodiff of the skew's pads,
-    reshapes and `where`s made XLA keep about 2.5 attention matrices more (length 1,024, JAX).
-    On a GPU or TPU autodiff's gradient: the same memory there, and the explicit transposes
-    took 1.1-2.1x its time (an H200, length 1,024, the layer's whole step)."""
+def _transposes_gradient(forward, transpose, x):
+    """`forward(x)` for a linear `forward`. On a CPU its gradient is `transpose` of the upstream
+    gradient: autodiff of the skews' pads, reshapes and `where`s made XLA keep about 2.5
+    attention matrices more (length 1,024, JAX). On a GPU or TPU autodiff's gradient: the same
+    memory there, and the explicit transposes took 1.1-2.1x its time (an H200, length 1,024,
+    the layer's whole step)."""
     if on_accelerator():
-        return _spread_by_distance(per_distance, query_len, key_len, max_distance)
+        return forward(x)
 
     @ops.custom_gradient
-    def spread(x):
+    def linear(x):
         def grad(*args, upstream=None):
-            return _sum_by_distance(args[0] if upstream is None else upstream, max_distance)
+            return transpose(args[0] if upstream is None else upstream)
 
-        return _spread_by_distance(x, query_len, key_len, max_distance), grad
+        return forward(x), grad
 
-    return spread(per_distance)
+    return linear(x)
+
+
+def spread_by_distance(per_distance, query_len: int, key_len: int, max_distance: int):
+    """`out[..., i, j] = per_distance[..., i, clip(j - i, k) + k]`: `(b, h, q, 2k + 1)` -> `(b, h, q, key_len)`;
+    on a CPU its gradient is `sum_by_distance` (its transpose; `_transposes_gradient`)."""
+    return _transposes_gradient(
+        lambda x: _spread_by_distance(x, query_len, key_len, max_distance),
+        lambda upstream: _sum_by_distance(upstream, max_distance),
+        per_distance,
+    )
 
 
 def sum_by_distance(weights, max_distance: int):
     """`out[..., i, r]`: the sum of `weights[..., i, j]` over the keys with `clip(j - i, k) + k == r`;
-    `(b, h, q, key_len)` -> `(b, h, q, 2k + 1)`; its gradient is `spread_by_distance` (its transpose)
-    on a CPU, autodiff's on a GPU or TPU (as `spread_by_distance`'s)."""
-    if on_accelerator():
-        return _sum_by_distance(weights, max_distance)
+    `(b, h, q, key_len)` -> `(b, h, q, 2k + 1)`; on a CPU its gradient is `spread_by_distance`
+    (its transpose; `_transposes_gradient`)."""
     query_len, key_len = weights.shape[-2:]
-
-    @ops.custom_gradient
-    def sum_(x):
-        def grad(*args, upstream=None):
-            return _spread_by_distance(args[0] if upstream is None else upstream, query_len, key_len, max_distance)
-
-        return _sum_by_distance(x, max_distance), grad
-
-    return sum_(weights)
+    return _transposes_gradient(
+        lambda x: _sum_by_distance(x, max_distance),
+        lambda upstream: _spread_by_distance(upstream, query_len, key_len, max_distance),
+        weights,
+    )
 
 
 def _spread_by_distance(per_distance, query_len: int, key_len: int, max_distance: int):
