@@ -17,20 +17,15 @@ def runs(tiny_ud_runs):
     return {v: load_run(tiny_ud_runs / "ud" / "UD_English-LinES" / v / "seed1") for v in INSPECT_VARIANTS}
 
 
+END_TO_END = "san-pe-add-conv2d"  # the variant `inspect_run` writes everything of, once
+
+
 @pytest.fixture(scope="module")
 def inspected(runs, tmp_path_factory):
-    """`inspect(variant)`: its run's `inspect_run` (dev sentence 3), made once for the tests that
-    read it (minutes for a variant with convolutions): (files written, lines logged, directory)."""
-    done = {}
-
-    def inspect(variant: str):
-        if variant not in done:
-            out, lines = tmp_path_factory.mktemp(f"inspect-{variant}"), []
-            written = inspection.inspect_run(runs[variant].path, out, dev_index=3, log=lines.append)
-            done[variant] = (written, lines, out)
-        return done[variant]
-
-    return inspect
+    """`inspect_run` of END_TO_END's run (dev sentence 3): (files written, lines logged, directory)."""
+    out, lines = tmp_path_factory.mktemp("inspect"), []
+    written = inspection.inspect_run(runs[END_TO_END].path, out, dev_index=3, log=lines.append)
+    return written, lines, out
 
 
 def call_attention(trained, inputs):
@@ -86,22 +81,29 @@ EXPECTED = {  # figures beyond attention_layer1-4 and attention_entropy; None: s
 }
 
 
-@pytest.mark.parametrize("variant", INSPECT_VARIANTS)
-def test_inspect_writes_the_variants_figures_and_says_what_it_skips(inspected, variant):
-    written, lines, out = inspected(variant)
+OPTIONAL = {"position_interactions", "relative_biases", "temperatures", "position_embedding_similarity", "conv_kernels"}
+
+
+def test_inspect_writes_the_figures_and_says_what_it_skips(inspected):
+    written, lines, out = inspected
     stems = {p.stem for p in written if p.suffix == ".png"}
-    assert stems == EXPECTED[variant] | {f"attention_layer{i}" for i in range(1, 5)} | {"attention_entropy"}
+    assert stems == EXPECTED[END_TO_END] | {f"attention_layer{i}" for i in range(1, 5)} | {"attention_entropy"}
     assert all((out / f"{s}.pdf").read_bytes()[:4] == b"%PDF" for s in stems)
     skipped = {line.split(":")[0].removeprefix("skipped ") for line in lines if line.startswith("skipped")}
-    optional = {
-        "position_interactions",
-        "relative_biases",
-        "temperatures",
-        "position_embedding_similarity",
-        "conv_kernels",
-    }
-    assert skipped == {s for s in optional if not any(x.startswith(s) for x in stems)}
+    assert skipped == {s for s in OPTIONAL if not any(x.startswith(s) for x in stems)}
     assert (out / "attention_statistics.csv").read_text().startswith(",".join(inspection.STAT_COLUMNS))
+
+
+@pytest.mark.parametrize("variant", INSPECT_VARIANTS)
+def test_each_variant_gets_the_figures_of_its_weights(runs, variant):
+    """What `inspect_run` draws of a variant's learned weights, and the reason for each it skips
+    (the attention maps and entropies every variant gets: the end-to-end test above)."""
+    items = inspection._weight_figures(runs[variant], variant)
+    drawn = {stem for stem, figure, _ in items if figure is not None}
+    assert drawn == EXPECTED[variant]
+    skipped = {stem: why_not for stem, figure, why_not in items if figure is None}
+    assert set(skipped) == {s for s in OPTIONAL if not any(x.startswith(s) for x in drawn)}
+    assert all(why_not.startswith(f"{variant} has no ") for why_not in skipped.values()), skipped
 
 
 def test_sentence_choice(runs):
@@ -118,9 +120,9 @@ def test_entropy_figure_has_a_panel_per_layer_with_every_stage_as_points(inspect
 
     from convatt.inference import inspection_figures
 
-    stats = pd.read_csv(inspected("san-pe-add-conv")[2] / "attention_statistics.csv")
+    stats = pd.read_csv(inspected[2] / "attention_statistics.csv")
     assert set(stats["stage"]) == {"softmax", "after_conv"}
-    fig = inspection_figures.entropy_by_layer(stats, "SAN+PE[add]+Conv")
+    fig = inspection_figures.entropy_by_layer(stats, "SAN+PE[add]+Conv2d")
     assert [ax.get_title() for ax in fig.axes] == [f"layer {i}" for i in range(1, 5)]
     for ax, (_, part) in zip(fig.axes, stats.groupby("layer")):
         points = {line.get_label(): line for line in ax.get_lines() if line.get_label() != "uniform"}
