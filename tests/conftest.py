@@ -191,6 +191,19 @@ def tiny_runs(tmp_path_factory) -> Path:
     return built_once(tmp_path_factory, "runs", builds)
 
 
+def _small_run(out: Path) -> None:
+    from convatt.training.trainer import train_run
+
+    train_run(tiny_options(out, epochs=1, limit=30, curve_every=0), log=lambda s: None)
+
+
+@pytest.fixture(scope="session")
+def small_run(tmp_path_factory) -> Path:
+    """One finished 1-epoch PTB run on 30 sentences without a curve (test_bad_inputs.py's
+    RUN_OPTIONS), for the tests that only read it or copy it."""
+    return built_once(tmp_path_factory, "small-run", {"run": _small_run}) / "run"
+
+
 INSPECT_VARIANTS = ("san-pe-add", "san-p-r", "san-pe-add-temp", "san-pe-add-conv", "san-pe-add-conv2d")
 TAGGING_UD_SIZE = dict(epochs=2, limit=300)  # SAN+PE[add]'s tiny UD run: it must tag (test_training.py)
 

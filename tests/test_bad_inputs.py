@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import LINES, PTB_SAMPLE, PTB_SAMPLE_FILES, ROOT, tiny_options  # noqa: E402
+from conftest import LINES, PTB_SAMPLE, PTB_SAMPLE_FILES, ROOT  # noqa: E402
 
 Build = Callable[[Path, Path], None]  # (tmp directory, the tiny finished run) -> files under tmp
 
@@ -590,13 +590,9 @@ SLURM_RUNS_CASES = [  # run with `fake_slurm` on PATH and a runs file of one run
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> Path:
+def tiny_run(small_run) -> Path:
     """One finished 1-epoch PTB run on 30 sentences (the same options as RUN_OPTIONS)."""
-    from convatt.training.trainer import train_run
-
-    run = tmp_path_factory.mktemp("bad-inputs") / "run"
-    train_run(tiny_options(run, epochs=1, limit=30, curve_every=0), log=lambda s: None)
-    return run
+    return small_run
 
 
 def run_case(case: Case, tmp: Path, run: Path, capsys, extra_env: dict | None = None) -> tuple[int, str]:

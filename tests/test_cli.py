@@ -1,8 +1,6 @@
 """The command line: Table 1c, and bad input reported without a traceback."""
 
 import gzip
-import subprocess
-import sys
 
 import pytest
 from cli_process import convatt
@@ -12,6 +10,7 @@ from conftest import LINES, PTB_SAMPLE_FILES, ROOT
 def test_params_prints_table_1c():
     r = convatt("params", "--preset", "ptb", "--n-words", 20002, "--n-chars", 84, "--n-labels", 47)
     assert r.returncode == 0, r.stderr
+    assert "oneDNN" not in r.stderr and "absl" not in r.stderr  # the backend's start-up lines hidden
     rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()[2:]}
     assert rows["san"][2] == "7,691,823"
     expected = {
@@ -89,14 +88,20 @@ def test_params_prints_table_1c():
         ),
     ],
 )
-def test_bad_arguments_fail_clearly(tmp_path, args, message):
+def test_bad_arguments_fail_clearly(tmp_path, args, message, capsys):
+    """Through `main`, in this process (as a process: the tests below and test_bad_inputs.py)."""
+    from convatt.cli import main
+
     # a vectors file whose second row is one value short of the header's 300
     row = lambda word, n: " ".join([word] + ["0.1"] * n)
     (tmp_path / "bad.vec").write_text("\n".join(["2 300", row("the", 300), row("of", 299)]) + "\n")
-    r = convatt(*[a.format(tmp=tmp_path) for a in args])
-    assert r.returncode == 2 and message in r.stderr
-    # (TensorFlow's C++ start-up lines may come first: they can't be silenced.)
-    assert "Traceback" not in r.stderr and r.stderr.strip().splitlines()[-1].startswith("convatt: error:")
+    try:
+        code = main([a.format(tmp=tmp_path) for a in args])
+    except SystemExit as e:  # argparse
+        code = e.code
+    stderr = capsys.readouterr().err
+    assert code == 2 and message in stderr, stderr
+    assert "Traceback" not in stderr and stderr.strip().splitlines()[-1].startswith("convatt: error:")
 
 
 def test_a_corrupt_treebank_names_file_and_line(tmp_path):
@@ -123,25 +128,10 @@ def test_unbalanced_mrg_names_file_and_line(tmp_path):
     assert r.returncode == 2 and "wsj_0003.mrg:" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_backend_start_up_noise_is_hidden_unless_debug():
-    cmd = [
-        sys.executable,
-        "-m",
-        "convatt",
-        "params",
-        "--preset",
-        "ud",
-        "--n-words",
-        "50",
-        "--n-chars",
-        "9",
-        "--n-labels",
-        "5",
-    ]
-    quiet = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    assert "Table 1c" in quiet.stdout and "oneDNN" not in quiet.stderr and "absl" not in quiet.stderr
-    loud = subprocess.run(cmd[:3] + ["--debug"] + cmd[3:], capture_output=True, text=True, check=True)
-    assert "Table 1c" in loud.stdout
+def test_debug_shows_the_backends_start_up_and_still_works():
+    """Without --debug the start-up lines are hidden: see test_params_prints_table_1c."""
+    loud = convatt("--debug", "params", "--preset", "ud", "--n-words", 50, "--n-chars", 9, "--n-labels", 5)
+    assert loud.returncode == 0 and "Table 1c" in loud.stdout, loud.stderr
 
 
 def test_every_option_has_help_and_shows_its_default():

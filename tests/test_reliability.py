@@ -48,10 +48,19 @@ def ptb_copy(tmp_path_factory) -> Path:
     return data
 
 
+LAUNCHER_FILES = ("train.log", "slurm-12_3.out", ".lock")
+
+
 @pytest.fixture(scope="module")
 def interrupted(tmp_path_factory, ptb_copy) -> Path:
-    """A run stopped (as by a signal) after epoch 1 of 2: its checkpoint is epoch 1."""
+    """A run stopped (as by a signal) after epoch 1 of 2: its checkpoint is epoch 1. It starts
+    in a launcher's fresh directory: make and Slurm create it and append train.log before
+    convatt starts, and a write killed before its rename left a .tmp file."""
     run = tmp_path_factory.mktemp("interrupted") / "run"
+    run.mkdir()
+    for name in LAUNCHER_FILES:
+        (run / name).write_text("started\n")
+    (run / ".tmp-999-config.json").write_text("{")
     train_stopped_in_epoch(tiny_options(run, data=str(ptb_copy)), 2)
     return run
 
@@ -64,18 +73,25 @@ def run_copy(interrupted, tmp_path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def finished(interrupted, tmp_path_factory, ptb_copy) -> Path:
-    """The interrupted run, resumed to its end; its config.json made older (no fingerprint),
-    which must resume with a note."""
+def resumed(interrupted, tmp_path_factory, ptb_copy) -> tuple[Path, list[str]]:
+    """The interrupted run resumed to its end, and the lines it logged. Its config.json made
+    older (no fingerprint), which must resume with a note; a file of someone else's in its
+    checkpoint/ and its best-weights file truncated, which the resume must find and rewrite."""
     run = tmp_path_factory.mktemp("finished") / "run"
     shutil.copytree(interrupted, run)
     config = json.loads((run / "config.json").read_text())
     del config["data_fingerprint"]
     (run / "config.json").write_text(json.dumps(config))
+    (run / "checkpoint" / "mine").write_text("x")
+    truncate(run / "checkpoint" / "best-1.weights.h5")
     lines = []
     train_run(tiny_options(run, data=str(ptb_copy)), log=lines.append)
-    assert any("kept no data fingerprint" in line for line in lines)
-    return run
+    return run, lines
+
+
+@pytest.fixture(scope="module")
+def finished(resumed) -> Path:
+    return resumed[0]
 
 
 # ---- the run directory is recognised; nothing of someone else's is written or deleted ----
@@ -109,29 +125,24 @@ def test_out_naming_a_file_is_refused(tmp_path):
     assert (tmp_path / "f").read_text() == "mine"
 
 
-def test_a_launchers_fresh_directory_is_a_new_run_and_checkpoint_strangers_stay(run_copy, ptb_copy, tmp_path):
-    """make and Slurm create the directory and append train.log before convatt starts;
-    a file of someone else's in checkpoint/ is neither deleted nor in the way. The resume
-    also meets a truncated best-weights file: found before training, and rewritten."""
-    fresh = tmp_path / "fresh"
-    fresh.mkdir()
-    for name in ("train.log", "slurm-12_3.out", ".lock"):
-        (fresh / name).write_text("started\n")
-    (fresh / ".tmp-999-config.json").write_text("{")  # a write killed before its rename
-    (run_copy / "checkpoint" / "mine").write_text("x")
+def test_a_launchers_fresh_directory_is_a_new_run_and_checkpoint_strangers_stay(interrupted, resumed):
+    """A launcher's fresh directory (see `interrupted`) trains as a new run, its files kept and
+    the stale .tmp file gone; the resume keeps a file of someone else's in checkpoint/ and meets
+    a truncated best-weights file: found before training, and rewritten (best epoch = last)."""
+    assert not list(interrupted.rglob(".tmp-*"))
+    run, lines = resumed
+    assert all((run / name).read_text() == "started\n" for name in ("train.log", "slurm-12_3.out"))
+    rewritten = next(i for i, line in enumerate(lines) if "best-1.weights.h5 was damaged; rewritten" in line)
+    assert rewritten < next(i for i, line in enumerate(lines) if line.startswith("epoch 2/2"))
+    assert (run / "result.json").exists() and (run / "checkpoint" / "mine").read_text() == "x"
+    assert not list(run.rglob(".tmp-*"))
+
+
+def test_a_truncated_weights_file_is_found(run_copy):
     best = run_copy / "checkpoint" / "best-1.weights.h5"
     truncate(best)
     with pytest.raises(ConvattError, match="damaged weights file"):
         check_weights_file(best, "delete it")
-    lines = []
-    train_run(tiny_options(run_copy, data=str(ptb_copy)), log=lines.append)  # best epoch = last: rewritten
-    rewritten = next(i for i, line in enumerate(lines) if "best-1.weights.h5 was damaged; rewritten" in line)
-    assert rewritten < next(i for i, line in enumerate(lines) if line.startswith("epoch 2/2"))
-    assert (run_copy / "result.json").exists() and (run_copy / "checkpoint" / "mine").read_text() == "x"
-    assert not list(run_copy.rglob(".tmp-*"))
-    train_run(tiny_options(fresh, data=str(ptb_copy), epochs=1, limit=40), log=QUIET)
-    assert (fresh / "result.json").exists() and (fresh / "train.log").read_text() == "started\n"
-    assert not list(fresh.rglob(".tmp-*"))
 
 
 # ---- a changed dataset is never resumed --------------------------------------------------
@@ -192,7 +203,9 @@ def test_a_finished_run_asked_for_with_other_execution_options_is_not_redone(fin
     assert snapshot(finished) == before
 
 
-def test_older_runs_without_a_fingerprint_resume_with_a_note(finished):
+def test_older_runs_without_a_fingerprint_resume_with_a_note(resumed):
+    finished, lines = resumed
+    assert any("kept no data fingerprint" in line for line in lines)
     assert json.loads((finished / "result.json").read_text())["epochs_run"] == 2
     assert "data_fingerprint" in json.loads((finished / "config.json").read_text())
 
