@@ -4,6 +4,7 @@ and summing to result.json's accuracies."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -17,13 +18,15 @@ from convatt.training.sentence_scores import rows_per_sentence, sentence_scores
 
 
 @pytest.fixture(scope="module")
-def tiny_root(tmp_path_factory):
-    """Two real runs (SAN+PE[add], +Temp; seed 1) of one epoch on 40 PTB-sample sentences."""
+def tiny_root(small_run, tmp_path_factory):
+    """Two real runs (SAN+PE[add], +Temp; seed 1) of one epoch on 30 PTB-sample sentences: the
+    shared `small_run` (copied: a test rewrites a file of it) and one of +Temp with its options."""
     from convatt.training.trainer import train_run
 
     root = tmp_path_factory.mktemp("sentences")
-    for variant in ("san-pe-add", "san-pe-add-temp"):
-        train_run(tiny_options(root / variant, variant, epochs=1, limit=40, curve_every=0), log=lambda s: None)
+    shutil.copytree(small_run, root / "san-pe-add")
+    options = tiny_options(root / "san-pe-add-temp", "san-pe-add-temp", epochs=1, limit=30, curve_every=0)
+    train_run(options, log=lambda s: None)
     return root
 
 
@@ -37,7 +40,7 @@ def test_sums_are_result_json_accuracies(tiny_run, split, name):
     scores = pd.read_csv(tiny_run / name)
     result = json.loads((tiny_run / "result.json").read_text())[split]
     assert list(scores.columns) == SENTENCE_SCORE_COLUMNS
-    assert list(scores["sentence"]) == list(range(40))  # --limit 40: the first 40 sentences, in order
+    assert list(scores["sentence"]) == list(range(30))  # --limit 30: the first 30 sentences, in order
     for metric, prefix in (("all", ""), ("oov", "oov_"), ("ambiguous", "ambiguous_")):
         tokens, correct = scores[f"{prefix}tokens"].sum(), scores[f"{prefix}correct"].sum()
         assert tokens == result[f"n_{metric}"]

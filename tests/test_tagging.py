@@ -9,7 +9,7 @@ import sys
 import conllu
 import pytest
 from cli_process import convatt
-from conftest import LINES, tiny_options
+from conftest import LINES
 
 import convatt as convatt_api
 from convatt.data import read_conllu
@@ -97,11 +97,8 @@ def test_long_sentences_are_tagged_in_pieces_and_long_words_by_their_start(ud_mo
 
 
 @pytest.mark.jax_too
-def test_a_ptb_run_fills_xpos_from_plain_text_on_stdin(tmp_path):
-    from convatt.training.trainer import train_run
-
-    run = tmp_path / "ptb"
-    train_run(tiny_options(run, epochs=1, limit=64, curve_every=0), log=lambda s: None)
+def test_a_ptb_run_fills_xpos_from_plain_text_on_stdin(small_run):
+    run = small_run
     r = convatt("tag", run, "--format", "text", input="The dog barks .\n\nIt  rains\n")
     assert r.returncode == 0, r.stderr[-2000:]
     rows = [line.split("\t") for line in r.stdout.split("\n") if line[:1].isdigit()]

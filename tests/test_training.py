@@ -230,17 +230,12 @@ def test_killed_run_resumes_to_the_same_result_and_evaluates_to_it(request, tmp_
 SIGNALLED_LIMIT = 64  # 2 batches an epoch: nothing here compares numbers
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_signal_leaves_a_resumable_directory(tmp_path, signum):
-    """Both signals take the stop flag's path: the run stops even though the process
-    swallows the KeyboardInterrupt (a handler that only raised it would run on, exit 0).
-    The directory resumes: from epoch 1, into epoch 2, where the stop flag alone, set as the
-    CLI's handler sets it and its KeyboardInterrupt lost (a backend may swallow it: JAX's gc
-    callback does), stops it again after the batch (that a resumed run ends where an
-    uninterrupted one does, the kill test checks)."""
-    run = tmp_path / "run"
-    proc = _start(run, limit=SIGNALLED_LIMIT)
+def _signalled_in_epoch_2(run: Path, signum: int) -> list[str]:
+    """The lines of a pausing run in `run` sent `signum` on "epoch 2/2  batch 1/": it stops,
+    exit 130, leaving epoch 1's checkpoint and no lock."""
+    proc, lines = _start(run, limit=SIGNALLED_LIMIT), []
     for line in proc.stdout:
+        lines.append(line)
         if line.startswith("epoch 2/2  batch 1/"):
             proc.send_signal(signum)
             break
@@ -248,6 +243,20 @@ def test_a_signal_leaves_a_resumable_directory(tmp_path, signum):
     assert proc.returncode == 130 and "rerun the same command to resume" in out
     assert not (run / ".lock").exists() and not (run / "result.json").exists()
     assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 1
+    return lines + out.splitlines()
+
+
+def test_a_signal_leaves_a_resumable_directory(tmp_path):
+    """Both signals take the stop flag's path: the run stops even though the process
+    swallows the KeyboardInterrupt (a handler that only raised it would run on, exit 0).
+    SIGTERM stops a new run; the same command resumes it, from epoch 1, and SIGINT stops
+    that in epoch 2. It resumes again, in-process, where the stop flag alone, set as the
+    CLI's handler sets it and its KeyboardInterrupt lost (a backend may swallow it: JAX's gc
+    callback does), stops it again after the batch (that a resumed run ends where an
+    uninterrupted one does, the kill test checks)."""
+    run = tmp_path / "run"
+    assert not any(line.startswith("resuming") for line in _signalled_in_epoch_2(run, signal.SIGTERM))
+    assert any(line.startswith("resuming from epoch 1") for line in _signalled_in_epoch_2(run, signal.SIGINT))
     resumed = train_stopped_in_epoch(tiny_options(run, limit=SIGNALLED_LIMIT), 2)
     assert any(line.startswith("resuming from epoch 1") for line in resumed)
     assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 1
