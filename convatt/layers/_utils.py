@@ -151,9 +151,9 @@ def masked_softmax(scores, keep=None):
 
 def lean_masked_softmax(scores, keep=None):
     """`masked_softmax` (the same values) with a gradient that reads its output alone:
-    `y * (g - sum(y * g))`. Autodiff's lets XLA keep the exponentials and the row sums instead
+    `y * (g - sum(y * g))`. Autodiff's let XLA keep the exponentials and the row sums instead
     of the weights, and on a CPU its fused backward pass took the causal mask and the sums
-    as whole matrices: two attention matrices more at the peak."""
+    as whole matrices: one or two attention matrices more at the peak."""
 
     @keras.ops.custom_gradient
     def softmax(scores):
@@ -161,9 +161,8 @@ def lean_masked_softmax(scores, keep=None):
 
         def gradient(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
-            kept = depends_on_gradient(weights, upstream)
-            weighted = kept * upstream
-            return weighted - kept * keras.ops.sum(weighted, axis=-1, keepdims=True)
+            weighted = weights * upstream
+            return weighted - weights * keras.ops.sum(weighted, axis=-1, keepdims=True)
 
         return weights, gradient
 
