@@ -6,9 +6,16 @@ import keras
 import layer_references as ref
 import numpy as np
 import pytest
+from kernel_gradients import value_and_gradients
 
 from convatt.layers import MultiHeadAttention, RelativeBias, SelfAttention, SymmetricAlibiBias
-from convatt.layers._utils import causal_keep, check_length, lower_triangular_keep, masked_softmax
+from convatt.layers._utils import (
+    causal_keep,
+    check_length,
+    lean_masked_softmax,
+    lower_triangular_keep,
+    masked_softmax,
+)
 from convatt.layers.modifications import MODIFICATIONS, STAGES
 from convatt.layers.temperature_dense import scale_by_temperature
 
@@ -31,6 +38,21 @@ def test_masked_softmax_weighs_only_the_kept_keys_and_zeroes_fully_masked_rows()
             expected[b, h, i, kept] = ref.softmax(scores[b, h, i, kept])
     np.testing.assert_allclose(got, expected, atol=1e-6)
     np.testing.assert_allclose(numpy_of(masked_softmax(scores)), ref.softmax(scores), atol=1e-6)
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "padding"])
+def test_the_lean_softmax_has_the_masked_softmaxs_values_and_gradient(mask):
+    """`MultiHeadAttention`'s softmax: its own gradient (from the weights alone) against
+    autodiff's of `masked_softmax`, a fully masked row among the padding's."""
+    scores = 3 * RNG.normal(size=(2, 3, 5, 6)).astype("float32")
+    keep = {"none": None, "causal": numpy_of(lower_triangular_keep(5, 6)), "padding": RNG.random((2, 1, 5, 6)) > 0.4}
+    if mask == "padding":
+        keep[mask][1, 0, 2] = False
+    lean = value_and_gradients(lambda s: lean_masked_softmax(s, keep[mask]), scores)
+    autodiff = value_and_gradients(lambda s: masked_softmax(s, keep[mask]), scores)
+    for got, expected in zip(lean, autodiff):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert np.abs(lean[1]).max() > 1e-3  # a gradient that is there
 
 
 def test_masked_softmax_keeps_the_scores_dtype():

@@ -149,6 +149,37 @@ def masked_softmax(scores, keep=None):
     return weights * keras.ops.cast(keep, weights.dtype)
 
 
+def lean_masked_softmax(scores, keep=None):
+    """`masked_softmax` (the same values) with a gradient that reads its output alone:
+    `y * (g - sum(y * g))`. Autodiff's let XLA keep the exponentials and the row sums instead
+    of the weights, and on a CPU its fused backward pass took the causal mask and the sums
+    as whole matrices: one or two attention matrices more at the peak."""
+
+    @keras.ops.custom_gradient
+    def softmax(scores):
+        weights = masked_softmax(scores, keep)
+
+        def gradient(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            weighted = weights * upstream
+            return weighted - weights * keras.ops.sum(weighted, axis=-1, keepdims=True)
+
+        return weights, gradient
+
+    return softmax(scores)
+
+
+def depends_on_gradient(x, upstream):
+    """`x`, under JAX as `x + 0 * upstream[0, 0, 0, 0]` (equal for a finite gradient): what a
+    backward pass computes from it then waits for the gradient, so XLA makes it there instead
+    of keeping it from the forward pass (common-subexpression elimination would merge the two;
+    XLA drops optimisation barriers before fusing on a CPU). TensorFlow runs each op as
+    written: `x` itself."""
+    if keras.backend.backend() != "jax":
+        return x
+    return x + 0.0 * upstream[:1, :1, :1, :1]
+
+
 def causal_keep(query_positions, key_len):
     """The one causal mask: boolean `(rows, key_len)`, True where key `j <=` the row's query
     position (Keras' causal mask for the positions `0 .. q - 1`); a row at a position < 0

@@ -9,6 +9,7 @@ from keras import ops
 
 from convatt.layers._utils import (
     check_scores_shape,
+    depends_on_gradient,
     on_accelerator,
     per_head_initializer,
     query_tap_offsets,
@@ -42,7 +43,7 @@ def filter_and_relu(attention, kernel, bias, row_offsets: list[int], future_open
     keeps no more than autodiff of a ReLU must: the ReLU's mask is read from the output
     (`relu(x) > 0` where `x > 0`; the product with the values keeps it anyway), and what the
     kernel's gradient derives from the input (a padded, transposed copy) is computed in the
-    backward pass (`_after`), not kept from the forward pass.
+    backward pass (`depends_on_gradient`), not kept from the forward pass.
 
     Args:
         attention: float `(batch, heads, query_len, key_len)`.
@@ -62,7 +63,7 @@ def filter_and_relu(attention, kernel, bias, row_offsets: list[int], future_open
         def gradient(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
             upstream = ops.where(ops.greater(outputs, 0), upstream, ops.zeros_like(upstream))
-            anchored = _after(attention, upstream)
+            anchored = depends_on_gradient(attention, upstream)
             d_input, d_kernel = _stencil_gradients(anchored, upstream, kernel, row_offsets, col_offsets, scales)
             return d_input, d_kernel, ops.sum(upstream, axis=(0, 2, 3)), ops.zeros_like(open_rows)
 
@@ -103,17 +104,6 @@ def filter_heads(attention, kernel, row_offsets: list[int], future_open=None):
         return stencil(attention, kernel, row_offsets, col_offsets, scales), gradient
 
     return convolve(attention, kernel, open_rows)
-
-
-def _after(x, upstream):
-    """`x`, under JAX as `x + 0 * upstream[0, 0, 0, 0]` (equal for a finite gradient): computed from
-    the gradient, so that XLA makes what the gradient derives from `x` (its padded, channels-last
-    copy) in the backward pass instead of keeping it from the forward pass, one matrix less at
-    the peak (XLA drops optimisation barriers before fusing on a CPU). TensorFlow runs each op
-    as written: `x` itself."""
-    if keras.backend.backend() != "jax":
-        return x
-    return x + 0.0 * upstream[:1, :1, :1, :1]
 
 
 def _col_offsets(cols: int) -> list[int]:

@@ -27,7 +27,13 @@ import keras
 import numpy as np
 from keras import ops
 
-from convatt.layers._utils import check_length, lower_triangular_keep, masked_softmax, require_length
+from convatt.layers._utils import (
+    check_length,
+    lean_masked_softmax,
+    lower_triangular_keep,
+    masked_softmax,
+    require_length,
+)
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D, kernel_pair
 from convatt.layers.position_interaction import PositionInteraction
@@ -368,6 +374,11 @@ class ModifiedAttention:
     (Keras' projections, dropout, the output projection) is its own.
     """
 
+    _lean_core = False
+    """Whether the scores and the softmax take the forms that keep less for the backward pass
+    (`_scaled_scores`, `lean_masked_softmax`): the same values to float rounding, but not the
+    same operations, so the tagger's `SelfAttention` keeps the ones its results came from."""
+
     def _init_modifications(self, options: dict[str, Any], max_len: int | None) -> None:
         """Set `max_len` and the modification options (checked) as attributes, check them
         together, make the sublayers."""
@@ -475,15 +486,23 @@ class ModifiedAttention:
         and the convolution's sums would lose digits in 8 (bfloat16) or 11
         (float16) bits."""
         query, key = self._checked_lengths(query, key)
+        return self._attention_after_scores(self._apply("scores", self._scaled_scores(query, key), context), context)
+
+    def _scaled_scores(self, query, key):
+        """`Q K^T / sqrt(key_dim)` `(b, h, q, k)` in float32 from `(b, t, h, d)` projections: the
+        product scaled, or with `_lean_core` the queries scaled first (Keras' order; XLA on a
+        CPU kept the scale of the product's gradient as a whole attention matrix)."""
         scale = 1.0 / math.sqrt(self.modification_dims[0])
-        scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32") * scale
-        return self._attention_after_scores(self._apply("scores", scores, context), context)
+        if self._lean_core:
+            return ops.cast(ops.einsum("bqhd,bkhd->bhqk", query * ops.cast(scale, query.dtype), key), "float32")
+        return ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32") * scale
 
     def _attention_after_scores(self, scores, context: AttentionContext):
         """`_attention_maps` from the output of the `scores` stage on (cached decoding adds
         that stage's terms itself, for query rows at other positions)."""
         scores = self._apply("logits", scores, context)
-        attention = masked_softmax(scores, context.keep)  # float32 in, float32 out
+        softmax = lean_masked_softmax if self._lean_core else masked_softmax
+        attention = softmax(scores, context.keep)  # float32 in, float32 out
         weights = self._apply("weights", attention, context)
         return attention, self._apply("attention", weights, context)
 

@@ -175,6 +175,8 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 "turn it off, or the modifications."
             )
 
+    _lean_core = True  # the scores and softmax that keep less for the gradient (see ModifiedAttention)
+
     @property
     def _attention_is_keras(self) -> bool:
         """Whether the attention itself is Keras' computation: no modification, or only the
