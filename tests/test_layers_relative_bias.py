@@ -83,3 +83,51 @@ def test_from_config_round_trip():
     layer(x)
     randomize(layer, low=0.1, high=0.6)
     check_clone_computes_the_same(layer, x)
+
+
+def _mha_step(layer, causal: bool):
+    """`(x_query, x_value, *weights) -> output` of `layer` (built), for `value_and_gradients`."""
+
+    def step(x_query, x_value, *weights):
+        output, _ = layer.stateless_call(list(weights), [], x_query, x_value, use_causal_mask=causal)
+        return output
+
+    return step
+
+
+@pytest.mark.parametrize("q, k, causal", [(6, 6, True), (6, 6, False), (5, 7, False), (7, 5, True)])
+def test_multi_head_attention_scaled_queries_equal_the_scaled_product(q, k, causal, monkeypatch):
+    """+P+R in `convatt.layers.MultiHeadAttention` (float32) scales the queries before the product,
+    as Keras' layer does: the same outputs and gradients (inputs and every weight) as the product
+    scaled after it (the mixin's form, the one `SelfAttention` runs); cross-attention, lengths
+    below `max_len`, causal and not."""
+    from kernel_gradients import value_and_gradients
+
+    from convatt.layers import MultiHeadAttention
+    from convatt.layers.modifications import ModifiedAttention
+
+    rng = np.random.default_rng(4)
+    layer = MultiHeadAttention(num_heads=2, key_dim=3, max_len=8, position_interaction=True, relative_bias=True)
+    layer.build((2, q, 5), (2, k, 5))
+    weights = [rng.normal(size=v.shape).astype("float32") for v in layer.trainable_variables]
+    inputs = [rng.normal(size=(2, length, 5)).astype("float32") for length in (q, k)]
+    scaled_queries = value_and_gradients(_mha_step(layer, causal), *inputs, *weights)
+    monkeypatch.setattr(MultiHeadAttention, "_scaled_scores", ModifiedAttention._scaled_scores)
+    scaled_product = value_and_gradients(_mha_step(layer, causal), *inputs, *weights)
+    scale = max(np.abs(old).max() for old in scaled_product)  # the key bias's gradient is 0 up to rounding
+    for new, old in zip(scaled_queries, scaled_product, strict=True):
+        np.testing.assert_allclose(new, old, rtol=1e-5, atol=1e-5 * scale)
+
+
+def test_the_tagger_and_16_bit_policies_keep_the_scaled_product():
+    """`SelfAttention` (the tagger's) and a 16-bit `MultiHeadAttention` scale the float32 product
+    (the mixin's form, bit for bit): only float32 `MultiHeadAttention` scales its queries first."""
+    from convatt.layers import MultiHeadAttention, SelfAttention
+    from convatt.layers.modifications import ModifiedAttention
+
+    assert SelfAttention._scaled_scores is ModifiedAttention._scaled_scores
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, dtype="mixed_bfloat16")
+    rng = np.random.default_rng(5)
+    query, key = (keras.ops.cast(rng.normal(size=(1, 3, 2, 4)), "bfloat16") for _ in range(2))
+    mixin = ModifiedAttention._scaled_scores(layer, query, key)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer._scaled_scores(query, key)), mixin)
