@@ -301,7 +301,8 @@ def _rows_keep(positions, key_len, mask, earlier: int, causal: bool):
 def _attention_rows(layer, queries, keys, context: AttentionContext, positions):
     """`ModifiedAttention._attention_maps` for query rows at `positions` (not `0 .. t-1`)."""
     layer._check_length(None, keys.shape[1])
-    scores = layer._scaled_scores(queries, keys)
+    scale = 1.0 / math.sqrt(layer.modification_dims[0])
+    scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", queries, keys), "float32") * scale
     key_len = ops.shape(keys)[1]
     for row, sublayer in layer._active("scores"):
         scores = scores + SCORE_TERMS[row.name](sublayer, positions, key_len, queries)

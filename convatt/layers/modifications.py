@@ -475,13 +475,9 @@ class ModifiedAttention:
         and the convolution's sums would lose digits in 8 (bfloat16) or 11
         (float16) bits."""
         query, key = self._checked_lengths(query, key)
-        return self._attention_after_scores(self._apply("scores", self._scaled_scores(query, key), context), context)
-
-    def _scaled_scores(self, query, key):
-        """`Q K^T / sqrt(d_h)` `(b, h, q, k)` in float32, the input of the `scores` stage: the
-        product cast to float32, then scaled (`MultiHeadAttention` scales its queries first)."""
         scale = 1.0 / math.sqrt(self.modification_dims[0])
-        return ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32") * scale
+        scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32") * scale
+        return self._attention_after_scores(self._apply("scores", scores, context), context)
 
     def _attention_after_scores(self, scores, context: AttentionContext):
         """`_attention_maps` from the output of the `scores` stage on (cached decoding adds

@@ -188,18 +188,6 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         """`(key_dim, value_dim)` of a head."""
         return self._key_dim, self._value_dim
 
-    def _scaled_scores(self, query, key):
-        """`Q K^T / sqrt(d_h)` in float32, in Keras' order where the compute dtype is float32: the
-        queries scaled, then the product. The gradient of the product is then the scores'
-        gradient itself, the matrix a score bias with weights (+P, +R) sums over the batch; with
-        the scale after the product XLA made that matrix twice (once times the scale), one
-        pass over the attention matrix more (JAX, CPU). A 16-bit product needs a cast of that
-        gradient either way: there the product is scaled in float32, as the mixin does."""
-        if self.compute_dtype != "float32":
-            return super()._scaled_scores(query, key)
-        query = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
-        return ops.einsum("bqhd,bkhd->bhqk", query, key)
-
     @classmethod
     def from_config(cls, config: dict[str, Any]):
         # Saved before the order was Keras': the optimizer's state in the file is in the old order.
