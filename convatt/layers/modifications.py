@@ -195,7 +195,7 @@ def _switch(name: str, make, acts, attr: str = "", flag: str = "", owns_flag: bo
 
 
 def _add(layer, sublayer, scores, context):
-    return sublayer.add_float32(scores)
+    return sublayer.add_float32(scores, sum_batch_by_product=layer.sum_bias_gradients_by_product)
 
 
 def _add_with_query(layer, sublayer, scores, context):
@@ -367,6 +367,10 @@ class ModifiedAttention:
     adds `_value_terms` to the product with the values. What the host adds around that
     (Keras' projections, dropout, the output projection) is its own.
     """
+
+    sum_bias_gradients_by_product = False
+    """Whether the score biases (+P, +R, ALiBi) sum their gradients over the batch by a matrix
+    product on a CPU (`MultiHeadAttention`; `SelfAttention`, the tagger, sums them as autodiff does)."""
 
     def _init_modifications(self, options: dict[str, Any], max_len: int | None) -> None:
         """Set `max_len` and the modification options (checked) as attributes, check them

@@ -188,6 +188,8 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         """`(key_dim, value_dim)` of a head."""
         return self._key_dim, self._value_dim
 
+    sum_bias_gradients_by_product = True  # XLA's CPU sum over the batch axis is slow (`add_summing_batch_by_product`)
+
     @classmethod
     def from_config(cls, config: dict[str, Any]):
         # Saved before the order was Keras': the optimizer's state in the file is in the old order.
