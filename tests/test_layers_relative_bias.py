@@ -85,15 +85,16 @@ def test_from_config_round_trip():
     check_clone_computes_the_same(layer, x)
 
 
-@pytest.mark.parametrize("accelerator", [False, True])
-def test_batch_sum_by_product_equals_the_broadcast_add(accelerator, monkeypatch):
+@pytest.mark.parametrize("product", [True, False])
+def test_batch_sum_by_product_equals_the_broadcast_add(product, monkeypatch):
     """`add_summing_batch_by_product`: the values and both gradients of `scores + bias` (the bias's
-    the upstream summed over the batch), on a CPU (the product) and an accelerator (autodiff's)."""
+    the upstream summed over the batch), with the product (JAX on a CPU; forced on the other
+    backend) and without (autodiff's)."""
     from kernel_gradients import value_and_gradients
 
     from convatt.layers import _score_bias
 
-    monkeypatch.setattr(_score_bias, "on_accelerator", lambda: accelerator)
+    monkeypatch.setattr(_score_bias, "_product_pays", lambda: product)
     rng = np.random.default_rng(6)
     scores, bias = rng.normal(size=(3, 2, 4, 5)), rng.normal(size=(2, 4, 5))
     fast = value_and_gradients(_score_bias.add_summing_batch_by_product, scores, bias)
@@ -119,7 +120,7 @@ def test_multi_head_attention_bias_gradients_by_product_equal_autodiffs(q, k, ca
     `SelfAttention` runs); cross-attention, lengths below `max_len`, causal and not."""
     from kernel_gradients import value_and_gradients
 
-    from convatt.layers import MultiHeadAttention, SelfAttention
+    from convatt.layers import MultiHeadAttention, SelfAttention, _score_bias
 
     assert MultiHeadAttention.sum_bias_gradients_by_product and not SelfAttention.sum_bias_gradients_by_product
     rng = np.random.default_rng(4)
@@ -127,6 +128,7 @@ def test_multi_head_attention_bias_gradients_by_product_equal_autodiffs(q, k, ca
     layer.build((2, q, 5), (2, k, 5))
     weights = [rng.normal(size=v.shape).astype("float32") for v in layer.trainable_variables]
     inputs = [rng.normal(size=(2, length, 5)).astype("float32") for length in (q, k)]
+    monkeypatch.setattr(_score_bias, "_product_pays", lambda: True)  # under TensorFlow too
     by_product = value_and_gradients(_mha_step(layer, causal), *inputs, *weights)
     monkeypatch.setattr(MultiHeadAttention, "sum_bias_gradients_by_product", False)
     autodiff = value_and_gradients(_mha_step(layer, causal), *inputs, *weights)

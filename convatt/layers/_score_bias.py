@@ -14,13 +14,20 @@ def query_key_offsets(query_positions, key_len):
     return ops.expand_dims(query_positions, 1) - ops.expand_dims(keys, 0)
 
 
+def _product_pays() -> bool:
+    """Whether the batch sum of a bias's gradient is faster as a product: under XLA on a CPU (JAX;
+    TensorFlow runs the layers without XLA on a CPU, where its own sum was as fast: 1.34x / 1.41x
+    Keras' step at length 1,024 with the sum / the product, bidirectional; 1.94x / 1.97x causal)."""
+    return keras.backend.backend() == "jax" and not on_accelerator()
+
+
 def add_summing_batch_by_product(scores, bias):
     """`scores + bias` (`(b, h, q, k)` plus `(h, q, k)`), its gradient for `bias` (the upstream
-    summed over the batch) a matrix product `ones(b) @ upstream`: on a CPU XLA's reduction over
-    the leading axis of the `(2, 4, 1024, 1024)` score gradient took 120-240 ms (JAX, the 2-core
-    CPU), the product 3-8 ms (a Keras layer's whole step is 260 ms). On a GPU or TPU the plain
-    sum (autodiff's)."""
-    if on_accelerator():
+    summed over the batch) a matrix product `ones(b) @ upstream` where that pays
+    (`_product_pays`): XLA's CPU reduction over the leading axis of the `(2, 4, 1024, 1024)`
+    score gradient took 120-240 ms (JAX, the 2-core CPU), the product 3-8 ms (a Keras layer's
+    whole step is 260 ms). Elsewhere (a GPU or TPU, TensorFlow) autodiff's sum."""
+    if not _product_pays():
         return scores + bias
 
     @ops.custom_gradient
@@ -55,8 +62,8 @@ class ScoreBias(keras.layers.Layer):
 
     def add_float32(self, attention_scores, sum_batch_by_product: bool = False):
         """`attention_scores + bias`, computed and returned in float32; with `sum_batch_by_product`,
-        the bias's gradient summed over the batch by a matrix product on a CPU
-        (`add_summing_batch_by_product`: `MultiHeadAttention`'s; the same values, the sum in
+        the bias's gradient summed over the batch by a matrix product where that pays (JAX on a
+        CPU: `add_summing_batch_by_product`; `MultiHeadAttention`'s; the same values, the sum in
         another order)."""
         check_scores_shape(self.name, attention_scores.shape, self.num_heads, self.max_len)
         shape = ops.shape(attention_scores)

@@ -370,7 +370,8 @@ class ModifiedAttention:
 
     sum_bias_gradients_by_product = False
     """Whether the score biases (+P, +R, ALiBi) sum their gradients over the batch by a matrix
-    product on a CPU (`MultiHeadAttention`; `SelfAttention`, the tagger, sums them as autodiff does)."""
+    product where that pays, JAX on a CPU (`MultiHeadAttention`; `SelfAttention`, the tagger,
+    sums them as autodiff does)."""
 
     def _init_modifications(self, options: dict[str, Any], max_len: int | None) -> None:
         """Set `max_len` and the modification options (checked) as attributes, check them
