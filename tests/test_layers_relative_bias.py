@@ -83,3 +83,55 @@ def test_from_config_round_trip():
     layer(x)
     randomize(layer, low=0.1, high=0.6)
     check_clone_computes_the_same(layer, x)
+
+
+@pytest.mark.parametrize("product", [True, False])
+def test_batch_sum_by_product_equals_the_broadcast_add(product, monkeypatch):
+    """`add_summing_batch_by_product`: the values and both gradients of `scores + bias` (the bias's
+    the upstream summed over the batch), with the product (JAX on a CPU; forced on the other
+    backend) and without (autodiff's)."""
+    from kernel_gradients import value_and_gradients
+
+    from convatt.layers import _score_bias
+
+    monkeypatch.setattr(_score_bias, "_product_pays", lambda: product)
+    rng = np.random.default_rng(6)
+    scores, bias = rng.normal(size=(3, 2, 4, 5)), rng.normal(size=(2, 4, 5))
+    fast = value_and_gradients(_score_bias.add_summing_batch_by_product, scores, bias)
+    plain = value_and_gradients(lambda s, b: s + b, scores, bias)
+    for new, old in zip(fast, plain, strict=True):
+        np.testing.assert_allclose(new, old, rtol=1e-6, atol=1e-6)
+
+
+def _mha_step(layer, causal: bool):
+    """`(x_query, x_value, *weights) -> output` of `layer` (built), for `value_and_gradients`."""
+
+    def step(x_query, x_value, *weights):
+        output, _ = layer.stateless_call(list(weights), [], x_query, x_value, use_causal_mask=causal)
+        return output
+
+    return step
+
+
+@pytest.mark.parametrize("q, k, causal", [(6, 6, True), (6, 6, False), (5, 7, False), (7, 5, True)])
+def test_multi_head_attention_bias_gradients_by_product_equal_autodiffs(q, k, causal, monkeypatch):
+    """+P+R in `convatt.layers.MultiHeadAttention` sums the biases' gradients over the batch by a
+    product: the same outputs and gradients (inputs and every weight) as autodiff's sum (the form
+    `SelfAttention` runs); cross-attention, lengths below `max_len`, causal and not."""
+    from kernel_gradients import value_and_gradients
+
+    from convatt.layers import MultiHeadAttention, SelfAttention, _score_bias
+
+    assert MultiHeadAttention._lean_core and not SelfAttention._lean_core
+    rng = np.random.default_rng(4)
+    layer = MultiHeadAttention(num_heads=2, key_dim=3, max_len=8, position_interaction=True, relative_bias=True)
+    layer.build((2, q, 5), (2, k, 5))
+    weights = [rng.normal(size=v.shape).astype("float32") for v in layer.trainable_variables]
+    inputs = [rng.normal(size=(2, length, 5)).astype("float32") for length in (q, k)]
+    monkeypatch.setattr(_score_bias, "_product_pays", lambda: True)  # under TensorFlow too
+    by_product = value_and_gradients(_mha_step(layer, causal), *inputs, *weights)
+    monkeypatch.setattr(MultiHeadAttention, "_lean_core", False)
+    autodiff = value_and_gradients(_mha_step(layer, causal), *inputs, *weights)
+    scale = max(np.abs(old).max() for old in autodiff)  # the key bias's gradient is 0 up to rounding
+    for new, old in zip(by_product, autodiff, strict=True):
+        np.testing.assert_allclose(new, old, rtol=1e-5, atol=1e-5 * scale)

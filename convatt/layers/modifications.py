@@ -201,7 +201,7 @@ def _switch(name: str, make, acts, attr: str = "", flag: str = "", owns_flag: bo
 
 
 def _add(layer, sublayer, scores, context):
-    return sublayer.add_float32(scores)
+    return sublayer.add_float32(scores, sum_batch_by_product=layer._lean_core)
 
 
 def _add_with_query(layer, sublayer, scores, context):
@@ -375,9 +375,10 @@ class ModifiedAttention:
     """
 
     _lean_core = False
-    """Whether the scores and the softmax take the forms that keep less for the backward pass
-    (`_scaled_scores`, `lean_masked_softmax`): the same values to float rounding, but not the
-    same operations, so the tagger's `SelfAttention` keeps the ones its results came from."""
+    """Whether the core takes the forms that keep less for the backward pass or sum faster
+    (`_scaled_scores`, `lean_masked_softmax`, the score biases' gradients summed over the
+    batch by a product where that pays): the same values to float rounding, but not the same
+    operations, so the tagger's `SelfAttention` keeps the ones its results came from."""
 
     def _init_modifications(self, options: dict[str, Any], max_len: int | None) -> None:
         """Set `max_len` and the modification options (checked) as attributes, check them

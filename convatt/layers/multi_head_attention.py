@@ -175,7 +175,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 "turn it off, or the modifications."
             )
 
-    _lean_core = True  # the scores and softmax that keep less for the gradient (see ModifiedAttention)
+    _lean_core = True  # the core's forms that keep less for the gradient or sum faster (see ModifiedAttention)
 
     @property
     def _attention_is_keras(self) -> bool:
