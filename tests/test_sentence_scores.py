@@ -17,14 +17,31 @@ from convatt.training.sentence_scores import rows_per_sentence, sentence_scores
 
 
 @pytest.fixture(scope="module")
-def tiny_root(tmp_path_factory):
-    """Two real runs (SAN+PE[add], +Temp; seed 1) of one epoch on 40 PTB-sample sentences."""
+def trained(tmp_path_factory):
+    """Two real runs (SAN+PE[add], +Temp; seed 1) of one epoch on 40 PTB-sample sentences: their
+    root, and how many batches each run predicted (`predict_on_batch` calls)."""
+    import keras
+
     from convatt.training.trainer import train_run
 
-    root = tmp_path_factory.mktemp("sentences")
+    root, calls = tmp_path_factory.mktemp("sentences"), {}
+    predict_on_batch = keras.Model.predict_on_batch
     for variant in ("san-pe-add", "san-pe-add-temp"):
-        train_run(tiny_options(root / variant, variant, epochs=1, limit=40, curve_every=0), log=lambda s: None)
-    return root
+        calls[variant] = 0
+
+        def counted(model, x, variant=variant):
+            calls[variant] += 1
+            return predict_on_batch(model, x)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(keras.Model, "predict_on_batch", counted)
+            train_run(tiny_options(root / variant, variant, epochs=1, limit=40, curve_every=0), log=lambda s: None)
+    return root, calls
+
+
+@pytest.fixture(scope="module")
+def tiny_root(trained):
+    return trained[0]
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +63,12 @@ def test_sums_are_result_json_accuracies(tiny_run, split, name):
         else:
             assert result[metric] is None
     assert (scores["correct"] <= scores["tokens"]).all() and (scores["tokens"] > 0).all()
+
+
+def test_a_run_predicts_each_split_once_at_its_end(trained):
+    # one batch per split (40 sentences, eval batch 256): dev after the epoch, then at the run's
+    # end dev and test once each, for result.json and the sentence scores both
+    assert trained[1] == {"san-pe-add": 3, "san-pe-add-temp": 3}
 
 
 def test_evaluate_sentences_rewrites_the_same_file(tiny_run, capsys):
