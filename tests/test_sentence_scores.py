@@ -18,16 +18,32 @@ from convatt.training.sentence_scores import rows_per_sentence, sentence_scores
 
 
 @pytest.fixture(scope="module")
-def tiny_root(small_run, tmp_path_factory):
-    """Two real runs (SAN+PE[add], +Temp; seed 1) of one epoch on 30 PTB-sample sentences: the
-    shared `small_run` (copied: a test rewrites a file of it) and one of +Temp with its options."""
+def trained(small_run, tmp_path_factory):
+    """Two real runs (SAN+PE[add], +Temp; seed 1) of one epoch on 30 PTB-sample sentences: their
+    root, and how many batches the +Temp run predicted (`predict_on_batch` calls). SAN+PE[add]
+    is the shared `small_run` (copied: a test rewrites a file of it), +Temp one with its options."""
+    import keras
+
     from convatt.training.trainer import train_run
 
     root = tmp_path_factory.mktemp("sentences")
     shutil.copytree(small_run, root / "san-pe-add")
-    options = tiny_options(root / "san-pe-add-temp", "san-pe-add-temp", epochs=1, limit=30, curve_every=0)
-    train_run(options, log=lambda s: None)
-    return root
+    predict_on_batch, calls = keras.Model.predict_on_batch, []
+
+    def counted(model, x):
+        calls.append(1)
+        return predict_on_batch(model, x)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(keras.Model, "predict_on_batch", counted)
+        options = tiny_options(root / "san-pe-add-temp", "san-pe-add-temp", epochs=1, limit=30, curve_every=0)
+        train_run(options, log=lambda s: None)
+    return root, len(calls)
+
+
+@pytest.fixture(scope="module")
+def tiny_root(trained):
+    return trained[0]
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +65,12 @@ def test_sums_are_result_json_accuracies(tiny_run, split, name):
         else:
             assert result[metric] is None
     assert (scores["correct"] <= scores["tokens"]).all() and (scores["tokens"] > 0).all()
+
+
+def test_a_run_predicts_each_split_once_at_its_end(trained):
+    # one batch per split (30 sentences, eval batch 256): dev after the epoch, then at the run's
+    # end dev and test once each, for result.json and the sentence scores both
+    assert trained[1] == 3
 
 
 def test_evaluate_sentences_rewrites_the_same_file(tiny_run, capsys):

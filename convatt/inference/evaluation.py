@@ -9,7 +9,7 @@ from convatt.data import encode_split, load_corpus
 from convatt.data.corpus import describe_unseen_tags, unseen_tags
 from convatt.inference.loading import load_model, load_run_corpus, load_settings, load_vocabularies
 from convatt.model.prediction import evaluate
-from convatt.training.sentence_scores import FILES, write_sentence_scores
+from convatt.training.sentence_scores import FILES, PredictedSplit, SentenceRows, write_sentence_scores
 
 
 def evaluate_run(
@@ -43,15 +43,15 @@ def evaluate_run(
 
 def write_run_sentence_scores(run: str | Path) -> list[Path]:
     """Recompute a finished run's per-sentence scores (test and dev, `convatt.training.sentence_scores`)
-    from its saved model on its own corpus, as it trained (`--limit` included); returns the files."""
+    from its saved model on its own corpus, as it trained (`--limit` included); returns the files.
+    The corpus is read once: the splits and their sentences' rows come from the same reading."""
     run = Path(run)
     settings = load_settings(run)
     config = settings.run_config
     tagger = config.tagger_config()
     vocab = load_vocabularies(run)
-    corpus = load_run_corpus(run, settings, movable=False)
-    encoded = {
-        name: encode_split(getattr(corpus, name)[: config.limit], vocab, tagger.max_len, tagger.max_word_len)
-        for name in FILES
-    }
-    return write_sentence_scores(run, load_model(run), config, tagger.max_len, encoded)
+    corpus = load_run_corpus(run, settings, movable=False).limited(config.limit)
+    rows, model = SentenceRows.of(corpus, tagger.max_len), load_model(run)
+    encode = lambda name: encode_split(getattr(corpus, name), vocab, tagger.max_len, tagger.max_word_len)
+    splits = [PredictedSplit.predict(model, name, encode(name), rows, config.eval_batch_size) for name in FILES]
+    return write_sentence_scores(run, splits)

@@ -24,4 +24,10 @@ def predict_tags(
 
 def evaluate(model: keras.Model, split: EncodedSplit, tag_names, batch_size: int = 256) -> dict:
     """`accuracy_report` of the model's predictions (all / OOV / ambiguous / per tag)."""
-    return accuracy_report(predict_tags(model, split, batch_size), split.tags, split.oov, split.ambiguous, tag_names)
+    return score_predictions(predict_tags(model, split, batch_size), split, tag_names)
+
+
+def score_predictions(predicted: np.ndarray, split: EncodedSplit, tag_names) -> dict:
+    """`accuracy_report` of tag ids already predicted on `split` (`predict_tags`): a caller
+    that needs the predictions for more than the accuracies predicts once."""
+    return accuracy_report(predicted, split.tags, split.oov, split.ambiguous, tag_names)

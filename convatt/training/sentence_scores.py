@@ -12,16 +12,17 @@ row here adds them up, so that a resample draws whole sentences.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
 import numpy as np
 import pandas as pd
 
-from convatt.data import EncodedSplit, load_corpus
-from convatt.errors import ConvattError
-from convatt.model.prediction import predict_tags
-from convatt.rundir.schema import DEV_SENTENCE_SCORES_FILE, SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE, RunConfig
+from convatt.data import Corpus, EncodedSplit
+from convatt.model.prediction import predict_tags, score_predictions
+from convatt.rundir.schema import DEV_SENTENCE_SCORES_FILE, SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE
 from convatt.rundir.storage import write_text
 
 FILES = {"test": SENTENCE_SCORES_FILE, "dev": DEV_SENTENCE_SCORES_FILE}
@@ -55,33 +56,52 @@ def sentence_scores(predicted: np.ndarray, split: EncodedSplit, rows: np.ndarray
     return frame[SENTENCE_SCORE_COLUMNS]
 
 
-def write_split_scores(path: Path, model: keras.Model, split: EncodedSplit, rows: np.ndarray, batch_size: int) -> None:
-    """The model's sentence scores on `split` as a CSV file at `path` (written atomically)."""
-    scores = sentence_scores(predict_tags(model, split, batch_size), split, rows)
-    write_text(path, scores.to_csv(index=False))
+@dataclass(frozen=True)
+class SentenceRows:
+    """How many encoded rows (`rows_per_sentence`) each dev and test sentence takes: read off
+    the corpus the splits were encoded from, so it is never read again to score them."""
+
+    dev: np.ndarray
+    test: np.ndarray
+
+    @classmethod
+    def of(cls, corpus: Corpus, max_len: int) -> SentenceRows:
+        """The rows of `corpus`'s dev and test sentences (the corpus as encoded: `--limit` applied)."""
+        rows = lambda sentences: rows_per_sentence([len(s) for s in sentences], max_len)
+        return cls(dev=rows(corpus.dev), test=rows(corpus.test))
 
 
-def split_rows(run: RunConfig, data: str | Path, max_len: int) -> dict[str, np.ndarray]:
-    """`rows_per_sentence` of the run's dev and test sentences (at most `run.limit` each, as trained)."""
-    corpus = load_corpus(run.preset, data)
-    return {name: rows_per_sentence([len(s) for s in getattr(corpus, name)[: run.limit]], max_len) for name in FILES}
+@dataclass(frozen=True)
+class PredictedSplit:
+    """A split of a run, encoded, with the model's tag ids on it (`predict_tags`, predicted
+    once for the accuracies and the sentence scores both) and its sentences' rows."""
+
+    name: str  # "test" or "dev": its file is FILES[name]
+    encoded: EncodedSplit
+    predicted: np.ndarray  # (n, t) tag ids
+    rows: np.ndarray  # the split's entry of `SentenceRows`
+
+    @classmethod
+    def predict(
+        cls, model: keras.Model, name: str, encoded: EncodedSplit, rows: SentenceRows, batch_size: int
+    ) -> PredictedSplit:
+        """The model's predictions on the split `name` ("test" or "dev")."""
+        return cls(name, encoded, predict_tags(model, encoded, batch_size), getattr(rows, name))
+
+    def accuracies(self, tag_names: list[str]) -> dict:
+        """result.json's scores of the split (`accuracy_report`: all / OOV / ambiguous / per tag)."""
+        return score_predictions(self.predicted, self.encoded, tag_names)
+
+    def sentence_scores(self) -> pd.DataFrame:
+        """SENTENCE_SCORE_COLUMNS per sentence: summed, the counts behind `accuracies`."""
+        return sentence_scores(self.predicted, self.encoded, self.rows)
 
 
-def write_sentence_scores(
-    run_dir: Path, model: keras.Model, run: RunConfig, max_len: int, splits: dict[str, EncodedSplit]
-) -> list[Path]:
-    """Write FILES for the encoded `splits` ("test", "dev") of the run `run` into `run_dir`;
-    the sentence boundaries come from the run's corpus, read again. Returns the files written."""
-    rows = split_rows(run, run.data_path(run_dir), max_len)
+def write_sentence_scores(run_dir: Path, splits: Iterable[PredictedSplit]) -> list[Path]:
+    """Write each split's FILES entry into `run_dir` (atomically). Returns the files written."""
     written = []
-    for name, split in splits.items():
-        if int(rows[name].sum()) != len(split):
-            raise ConvattError(
-                f"the {name} split's sentences take {int(rows[name].sum())} rows, not the {len(split)} "
-                "the run evaluated: has the corpus changed since the run?",
-                run.data_path(run_dir),
-            )
-        path = Path(run_dir) / FILES[name]
-        write_split_scores(path, model, split, rows[name], run.eval_batch_size)
+    for split in splits:
+        path = Path(run_dir) / FILES[split.name]
+        write_text(path, split.sentence_scores().to_csv(index=False))
         written.append(path)
     return written

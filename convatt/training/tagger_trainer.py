@@ -21,7 +21,6 @@ from convatt.data import (
     load_word_vectors,
 )
 from convatt.data.corpus import describe_unseen_tags, unseen_tags
-from convatt.model.prediction import evaluate
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import TaggerConfig
 from convatt.rundir.fingerprint import DataFingerprint
@@ -29,7 +28,7 @@ from convatt.rundir.schema import VOCAB_FILE, RunConfig, RunResult
 from convatt.rundir.storage import write_atomically
 from convatt.training.feed import TrainBatches
 from convatt.training.loop import Trainer
-from convatt.training.sentence_scores import write_sentence_scores
+from convatt.training.sentence_scores import PredictedSplit, SentenceRows, write_sentence_scores
 from convatt.training.state import TrainState
 
 
@@ -48,6 +47,7 @@ class PreparedData:
     vectors_note: str
     fingerprint: DataFingerprint
     unseen_tags: dict[str, int]  # tags of dev/test never seen in training -> their token count
+    sentence_rows: SentenceRows  # the encoded rows of each dev and test sentence (the sentence scores')
 
 
 def out_of_vocabulary(corpus, words) -> set[str]:
@@ -75,6 +75,7 @@ def prepare_data(run: RunConfig, config: TaggerConfig) -> PreparedData:
         vectors_note,
         _data_fingerprint(run, vocab, splits, vectors),
         unseen_tags(corpus.train, corpus.dev + corpus.test),
+        SentenceRows.of(corpus, config.max_len),
     )
 
 
@@ -159,18 +160,21 @@ class TaggerTrainer(Trainer):
         return TrainBatches(data.train, run.batch_size, run.seed, state.epoch + 1, bool(model.jit_compile))
 
     def result(self, model: keras.Model, data: PreparedData, state: TrainState, n_params: int) -> RunResult:
+        """Dev and test, each predicted once: their accuracies and their sentence scores."""
         run, tag_names = self.run_config, list(data.vocab.tags.tokens)
-        scores = {
-            name: evaluate(model, getattr(data, name), tag_names, run.eval_batch_size) for name in ("dev", "test")
-        }
+        dev, test = (
+            PredictedSplit.predict(model, name, getattr(data, name), data.sentence_rows, run.eval_batch_size)
+            for name in ("dev", "test")
+        )
         result = RunResult(
             is_sample=data.is_sample,
             vectors_note=data.vectors_note,
             mask_padding=run.mask_padding,
-            **scores,
+            dev=dev.accuracies(tag_names),
+            test=test.accuracies(tag_names),
             **self.result_fields(data, state, n_params),
         )
-        write_sentence_scores(self.out, model, run, self.config.max_len, {"test": data.test, "dev": data.dev})
+        write_sentence_scores(self.out, [test, dev])
         return result
 
     def test_summary(self, result: RunResult) -> str:
