@@ -245,7 +245,8 @@ def _compile_tensorflow(loss: Callable, params: list, x) -> CompiledStep:
         return value, tape.gradient(value, params)
 
     def run() -> None:  # the results copied to the host: the step has finished, on any device
-        tf.nest.map_structure(lambda t: t.numpy(), step(params, x))
+        # a gathered weight's gradient is IndexedSlices (Shaw's tables): dense for the copy
+        tf.nest.map_structure(lambda t: tf.convert_to_tensor(t).numpy(), step(params, x))
 
     logger = tf.get_logger()
     level = logger.level
