@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from convatt.layers._utils import check_scores_shape, on_accelerator
+from convatt.layers._utils import check_scores_shape, on_accelerator, upstream_gradient
 
 
 def query_key_offsets(query_positions, key_len):
@@ -33,7 +33,7 @@ def add_summing_batch_by_product(scores, bias):
     @ops.custom_gradient
     def add(scores, bias):
         def grad(*args, upstream=None):
-            upstream = args[0] if upstream is None else upstream
+            upstream = upstream_gradient(args, upstream)
             ones = ops.ones_like(upstream[:, 0, 0, 0])  # (batch,), a batch unknown when traced too
             return upstream, ops.einsum("b,bhqk->hqk", ones, upstream)
 

@@ -149,6 +149,13 @@ def masked_softmax(scores, keep=None):
     return weights * keras.ops.cast(keep, weights.dtype)
 
 
+def upstream_gradient(args: tuple, upstream=None):
+    """The output's gradient inside a `keras.ops.custom_gradient` gradient function declared
+    `grad(*args, upstream=None)`: positional on some backends, the `upstream` keyword on
+    others (Keras' documented signature)."""
+    return args[0] if upstream is None else upstream
+
+
 def lean_masked_softmax(scores, keep=None):
     """`masked_softmax` (the same values) with a gradient that reads its output alone:
     `y * (g - sum(y * g))`. Autodiff's let XLA keep the exponentials and the row sums instead
@@ -160,7 +167,7 @@ def lean_masked_softmax(scores, keep=None):
         weights = masked_softmax(scores, keep)
 
         def gradient(*args, upstream=None):
-            upstream = args[0] if upstream is None else upstream
+            upstream = upstream_gradient(args, upstream)
             weighted = weights * upstream
             return weighted - weights * keras.ops.sum(weighted, axis=-1, keepdims=True)
 

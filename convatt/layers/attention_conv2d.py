@@ -14,6 +14,7 @@ from convatt.layers._utils import (
     per_head_initializer,
     query_tap_offsets,
     serialized,
+    upstream_gradient,
 )
 
 
@@ -61,7 +62,7 @@ def filter_and_relu(attention, kernel, bias, row_offsets: list[int], future_open
         outputs = ops.relu(outputs)
 
         def gradient(*args, upstream=None):
-            upstream = args[0] if upstream is None else upstream
+            upstream = upstream_gradient(args, upstream)
             upstream = ops.where(ops.greater(outputs, 0), upstream, ops.zeros_like(upstream))
             anchored = depends_on_gradient(attention, upstream)
             d_input, d_kernel = _stencil_gradients(anchored, upstream, kernel, row_offsets, col_offsets, scales)
@@ -97,7 +98,7 @@ def filter_heads(attention, kernel, row_offsets: list[int], future_open=None):
         scales = [open_rows if offset > 0 else None for offset in row_offsets]
 
         def gradient(*args, upstream=None):
-            upstream = args[0] if upstream is None else upstream
+            upstream = upstream_gradient(args, upstream)
             d_input, d_kernel = _stencil_gradients(attention, upstream, kernel, row_offsets, col_offsets, scales)
             return d_input, d_kernel, ops.zeros_like(open_rows)
 

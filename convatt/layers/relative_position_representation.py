@@ -8,7 +8,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from convatt.layers._utils import distinct_initializer, on_accelerator
+from convatt.layers._utils import distinct_initializer, on_accelerator, upstream_gradient
 
 
 def _skew_pays(matrices) -> bool:
@@ -36,7 +36,7 @@ def _transposes_gradient(forward, transpose, x):
     @ops.custom_gradient
     def linear(x):
         def grad(*args, upstream=None):
-            return transpose(args[0] if upstream is None else upstream)
+            return transpose(upstream_gradient(args, upstream))
 
         return forward(x), grad
 
