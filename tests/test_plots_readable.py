@@ -105,6 +105,8 @@ def assert_marked_at_the_papers_values(ax, paper: dict[str, float]) -> None:
     low, high = ax.get_ylim()
     assert all(low <= value <= high for value in expected.values()), ax.get_title()
     assert marks(ax, "paper-off-scale") == {}
+    if expected and ax.get_legend():
+        assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "paper: final test accuracy"
 
 
 def assert_no_mark_under_the_legend(ax) -> None:
@@ -240,6 +242,8 @@ def test_a_mark_far_off_the_scale_is_pointed_at_with_its_number(tmp_path):
         for text in numbers:
             assert text.get_color() in drawn_variants(ax)
             assert inside(text.get_window_extent(renderer), ax.bbox)
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert legend[-1] == "paper: final test accuracy, off the scale" and legend.count(legend[-1]) == 1
 
 
 # ---------------------------------------------------------------- the notebooks' figures

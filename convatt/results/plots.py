@@ -194,9 +194,9 @@ def _fit_marks(ax: Axes, marks: list[PaperMark]) -> list[PaperMark]:
     return [m for m in marks if not low <= m.accuracy <= high]
 
 
-def _draw_marks(ax: Axes, marks: list[PaperMark]) -> None:
+def _draw_marks(ax: Axes, marks: list[PaperMark]) -> list[PaperMark]:
     """A triangle at the right edge, after every line, in the variant's colour, at the paper's
-    accuracy (`_draw_off_scale` where the axis cannot show it)."""
+    accuracy (`_draw_off_scale` where the axis cannot show it); returns those off the scale."""
     left, right = ax.get_xlim()
     off = _fit_marks(ax, marks)
     for mark in marks:
@@ -206,6 +206,7 @@ def _draw_marks(ax: Axes, marks: list[PaperMark]) -> None:
     for i, mark in enumerate(off):
         _draw_off_scale(ax, right, mark, i)
     ax.set_xlim(left, right + 0.03 * (right - left))  # room for the marks inside the panel
+    return off
 
 
 def _draw_off_scale(ax: Axes, x: float, mark: PaperMark, i: int) -> None:
@@ -230,12 +231,16 @@ def _draw_off_scale(ax: Axes, x: float, mark: PaperMark, i: int) -> None:
     )
 
 
-def _legend(ax: Axes, marked: bool) -> None:
-    """One legend, placed where it hides the least, with the paper's mark when there is one."""
+def _legend(ax: Axes, on_scale: bool, off_scale: bool) -> None:
+    """One legend, with the paper's marks (on the scale, off it) that the panel has."""
     handles, labels = ax.get_legend_handles_labels()
-    if marked:
-        handles.append(Line2D([], [], color="grey", **{**style.PAPER_MARK, "clip_on": True}))
-        labels.append("paper: final test accuracy")
+    for shown, marker, label in (
+        (on_scale, "<", "paper: final test accuracy"),
+        (off_scale, "^", "paper: final test accuracy, off the scale"),
+    ):
+        if shown:
+            handles.append(Line2D([], [], color="grey", **{**style.PAPER_MARK, "marker": marker, "clip_on": True}))
+            labels.append(label)
     # the best place left of the marks' strip at the right edge, so that it never hides them
     ax.legend(handles, labels, fontsize="x-small", loc="best", bbox_to_anchor=(0, 0, 0.94, 1), framealpha=0.7)
 
@@ -286,9 +291,9 @@ def _panel(
     low, high = ax.get_ylim()
     ax.set_ylim(max(low, PERCENT[0] - 0.5), min(high, PERCENT[1] + 0.5))
     marks = _paper_marks(frame, preset)
-    _draw_marks(ax, marks)
+    off = _draw_marks(ax, marks)
     if legend:
-        _legend(ax, bool(marks))
+        _legend(ax, len(off) < len(marks), bool(off))
 
 
 def _whole_epochs(ax: Axes) -> None:
