@@ -2,10 +2,12 @@
 
 One line per model (variant, marked with its setting, e.g. [mask] when pads were
 masked): the mean over seeds, with a band over seeds: by default ("ci") the 95%
-t-interval of the mean over seeds (`convatt.results.stats.t_interval`; none for one
-seed), or min to max, or mean ± std. For UD the curves are first taken per treebank,
-then averaged over treebanks ("for UD we report the average across languages"), the
-band too.
+t-interval of the mean over seeds (`convatt.results.stats.t_interval`), or min to max,
+or mean ± std. Below three seeds a t-interval says nothing (for two it is 12.7 times
+their half-distance wide), so a figure with a line of fewer seeds draws min to max
+instead and its caption says so (`band_for`). A band never leaves 0-100%. For UD the
+curves are first taken per treebank, then averaged over treebanks ("for UD we report
+the average across languages"), the band too.
 
 Each line goes as far as its runs go. Where every seed (and, for UD means, every
 treebank) of a line has a value, the line is solid with its band; beyond, where
@@ -18,7 +20,10 @@ of their own, dashed, "(running)" in the legend.
 Beside each line, at the right edge, a triangle marks the paper's final test
 accuracy of that variant (Table 2b; for UD Table 2d, averaged over the treebanks of
 the panel): the paper publishes no curves, only these end points (and they are test,
-not dev, accuracies).
+not dev, accuracies). Each mark is in the panel of its variant, at its value: the
+y-axis grows to show it while the curves keep a third of the panel's height; beyond
+(curves far below the paper's numbers), it is a triangle on the edge pointing off the
+scale, with the paper's number beside it.
 
 Grouped figures: PTB one panel per family of variants (`convatt.results.style`:
 position, the paper's attention, other attention), SAN+PE[add] in each for
@@ -60,6 +65,10 @@ from convatt.results.style import COLORS  # noqa: F401 (the palette, where it us
 BANDS = ("minmax", "std", "ci")
 DEFAULT_BAND = "ci"  # the 95% confidence interval of the mean over seeds
 CONFIDENCE = 0.95
+MIN_SEEDS_FOR_CI = 3  # with two seeds the 95% t-interval is 12.7 times their half-distance: min-max instead
+PERCENT = (0.0, 100.0)
+EXTEND_AT_MOST = 3.0  # the y-axis grows to show the paper's marks if the curves keep a third of its height
+SEQUENCE_CURVES = {"find-block": "dev exact match of the answer block", "char-lm": "dev next-character accuracy"}
 AGG_COLUMNS = ["series", "variant", "setting", "running", "mean", "lo", "hi", "n_runs", "n_corpora", "complete"]
 
 
@@ -110,6 +119,7 @@ def aggregate(frame: pd.DataFrame, x: str, y: str = "dev_accuracy", band: str = 
     if band in ("std", "ci"):
         per_corpus["lo"] = per_corpus["mean"] - per_corpus[band]
         per_corpus["hi"] = per_corpus["mean"] + per_corpus[band]
+    per_corpus[["lo", "hi"]] = per_corpus[["lo", "hi"]].clip(*PERCENT)  # an accuracy is in 0-100%, its band too
     out = (
         per_corpus.groupby([*keys, x])
         .agg(mean=("mean", "mean"), lo=("lo", "mean"), hi=("hi", "mean"), n_runs=("n_runs", "sum"))
@@ -151,24 +161,88 @@ def _paper_accuracy(preset: str, label: str, treebanks: list[str]) -> float:
     return float(table.loc[there, label].mean()) if label in table.columns and there else math.nan
 
 
-def _paper_marks(ax: Axes, frame: pd.DataFrame, preset: str, legend: bool = True) -> None:
-    """A triangle at the right edge, after every line, in the variant's colour, at the paper's final test accuracy."""
-    left, right = ax.get_xlim()
+@dataclass(frozen=True)
+class PaperMark:
+    """The paper's final test accuracy (%) of a variant drawn in a panel."""
+
+    variant: str
+    accuracy: float
+
+
+def _paper_marks(frame: pd.DataFrame, preset: str) -> list[PaperMark]:
+    """The paper's accuracy of each variant of `frame` (a panel's rows) that the paper reports."""
     treebanks = sorted(frame["treebank"].dropna().unique()) if has_treebanks(preset) else []
-    marked = False
+    marks = []
     for variant in sorted(frame["variant"].unique(), key=lambda v: model_order(("", v))):
         accuracy = _paper_accuracy(preset, label_of(variant), treebanks)
         if not math.isnan(accuracy):
-            ax.plot([right], [accuracy], color=style.color(variant), gid="paper", label="_paper", **style.PAPER_MARK)
-            marked = True
+            marks.append(PaperMark(variant, accuracy))
+    return marks
+
+
+def _fit_marks(ax: Axes, marks: list[PaperMark]) -> list[PaperMark]:
+    """Grows the y-axis to show the marks when the curves keep a third of its height or more;
+    returns the marks that are still off the scale."""
+    if not marks:
+        return []
+    low, high = ax.get_ylim()
+    wanted = (min(low, *(m.accuracy - 1 for m in marks)), max(high, *(m.accuracy + 1 for m in marks)))
+    wanted = (max(wanted[0], PERCENT[0] - 0.5), min(wanted[1], PERCENT[1] + 0.5))
+    if wanted[1] - wanted[0] <= EXTEND_AT_MOST * (high - low):
+        ax.set_ylim(*wanted)
+        low, high = wanted
+    return [m for m in marks if not low <= m.accuracy <= high]
+
+
+def _draw_marks(ax: Axes, marks: list[PaperMark]) -> list[PaperMark]:
+    """A triangle at the right edge, after every line, in the variant's colour, at the paper's
+    accuracy (`_draw_off_scale` where the axis cannot show it); returns those off the scale."""
+    left, right = ax.get_xlim()
+    off = _fit_marks(ax, marks)
+    for mark in marks:
+        if mark not in off:
+            color = style.color(mark.variant)
+            ax.plot([right], [mark.accuracy], color=color, gid="paper", label="_paper", **style.PAPER_MARK)
+    for i, mark in enumerate(off):
+        _draw_off_scale(ax, right, mark, i)
     ax.set_xlim(left, right + 0.03 * (right - left))  # room for the marks inside the panel
-    if not legend:
-        return
+    return off
+
+
+def _draw_off_scale(ax: Axes, x: float, mark: PaperMark, i: int) -> None:
+    """The `i`th mark off the scale: a triangle on the top (bottom) edge at `x`, pointing up (down),
+    with "paper 96.8" beside it, inside the panel (the next one's a line further in)."""
+    above = mark.accuracy > ax.get_ylim()[1]
+    edge = ax.get_xaxis_transform()  # x in data, y in axes fractions: 1 the top edge, 0 the bottom
+    y, color = (1.0 if above else 0.0), style.color(mark.variant)
+    kind = {**style.PAPER_MARK, "marker": "^" if above else "v"}
+    ax.plot([x], [y], transform=edge, color=color, gid="paper-off-scale", label="_paper", **kind)
+    ax.annotate(
+        f"paper {mark.accuracy:.1f}",
+        (x, y),
+        xycoords=edge,
+        xytext=(-7, -(4 + 9 * i) if above else 4 + 9 * i),
+        textcoords="offset points",
+        ha="right",
+        va="top" if above else "bottom",
+        fontsize="x-small",
+        color=color,
+        gid="paper-off-scale",
+    )
+
+
+def _legend(ax: Axes, on_scale: bool, off_scale: bool) -> None:
+    """One legend, with the paper's marks (on the scale, off it) that the panel has."""
     handles, labels = ax.get_legend_handles_labels()
-    if marked:  # one legend, placed where it hides the least
-        handles.append(Line2D([], [], color="grey", **{**style.PAPER_MARK, "clip_on": True}))
-        labels.append("paper: final test accuracy")
-    ax.legend(handles, labels, fontsize="x-small", loc="best", framealpha=0.7)
+    for shown, marker, label in (
+        (on_scale, "<", "paper: final test accuracy"),
+        (off_scale, "^", "paper: final test accuracy, off the scale"),
+    ):
+        if shown:
+            handles.append(Line2D([], [], color="grey", **{**style.PAPER_MARK, "marker": marker, "clip_on": True}))
+            labels.append(label)
+    # the best place left of the marks' strip at the right edge, so that it never hides them
+    ax.legend(handles, labels, fontsize="x-small", loc="best", bbox_to_anchor=(0, 0, 0.94, 1), framealpha=0.7)
 
 
 @dataclass
@@ -215,8 +289,11 @@ def _panel(
     ax.set_ylabel("dev accuracy (%)")
     ax.grid(True, alpha=0.3)
     low, high = ax.get_ylim()
-    ax.set_ylim(low, min(high, 100.5))  # a wide band of two seeds must not stretch the axis past 100%
-    _paper_marks(ax, frame, preset, legend)
+    ax.set_ylim(max(low, PERCENT[0] - 0.5), min(high, PERCENT[1] + 0.5))
+    marks = _paper_marks(frame, preset)
+    off = _draw_marks(ax, marks)
+    if legend:
+        _legend(ax, len(off) < len(marks), bool(off))
 
 
 def _whole_epochs(ax: Axes) -> None:
@@ -238,12 +315,38 @@ def _figure(n: int = 1, ncols: int = 1, width: float = 6.4, height: float = 4.4)
     return fig, axes[:n]
 
 
-def _band_text(band: str) -> str:
-    return {
-        "minmax": "band: min-max over seeds",
-        "std": "band: ± std over seeds",
-        "ci": f"band: {CONFIDENCE:.0%} t-interval of the mean over seeds",
-    }[band]
+BAND_CAPTIONS = {
+    "minmax": "band: min to max over seeds",
+    "std": "band: ± std over seeds",
+    "ci": f"band: {CONFIDENCE:.0%} t-interval of the mean over seeds",
+}
+
+
+@dataclass(frozen=True)
+class Band:
+    """The band a figure draws (one of `BANDS`) and what its caption says of it."""
+
+    kind: str
+    caption: str
+
+
+def _fewest_seeds(frame: pd.DataFrame) -> int:
+    """The fewest runs (seeds) of any line on any corpus in `frame`; 0 for none."""
+    if frame.empty:
+        return 0
+    return int(frame.assign(series=_series(frame)).groupby(["series", "corpus"])["run_dir"].nunique().min())
+
+
+def band_for(frame: pd.DataFrame, asked: str) -> Band:
+    """The band `asked` for, except a t-interval over fewer than `MIN_SEEDS_FOR_CI` seeds (the
+    fewest of any line and corpus in `frame`): min to max then, and the caption says why."""
+    if asked not in BANDS:
+        raise ConvattError(f"unknown band {asked!r}: use one of {', '.join(BANDS)}")
+    seeds = _fewest_seeds(frame)
+    if asked == "ci" and 0 < seeds < MIN_SEEDS_FOR_CI:
+        why = f"{seeds} seed{'s' if seeds > 1 else ''}: too few for a {CONFIDENCE:.0%} t-interval"
+        return Band("minmax", f"{BAND_CAPTIONS['minmax']} ({why})")
+    return Band(asked, BAND_CAPTIONS[asked])
 
 
 def grouped(frame: pd.DataFrame, preset: str, x: str, band: str, what: str, missing: str = "") -> Figure:
@@ -262,11 +365,16 @@ def grouped(frame: pd.DataFrame, preset: str, x: str, band: str, what: str, miss
     return fig
 
 
+def _of_preset(frame: pd.DataFrame, preset: str) -> pd.DataFrame:
+    return frame[frame["preset"] == preset] if not frame.empty else frame
+
+
 def plot_epochs(histories: pd.DataFrame, preset: str = PTB.name, band: str = DEFAULT_BAND) -> Figure:
     """Table 2a: dev accuracy after each epoch, one line per model with a band over seeds, grouped."""
-    fig = grouped(histories, preset, "epoch", band, "epoch")
+    used = band_for(_of_preset(histories, preset), band)
+    fig = grouped(histories, preset, "epoch", used.kind, "epoch")
     which = "Table 2a" if preset == PTB.name else "As Table 2a"
-    fig.suptitle(f"{which}: development accuracy during training ({_band_text(band)})", fontsize="medium")
+    fig.suptitle(f"{which}: development accuracy during training\n{used.caption}", fontsize="medium")
     return fig
 
 
@@ -278,6 +386,13 @@ def _no_curve_text(runs: pd.DataFrame | None, preset: str) -> str:
         f"no {preset_label(preset)} run has a dev curve\n(curve.csv gets a point every "
         "--curve-every batches;\nshorter runs have none)"
     )
+
+
+def _steps_title(preset: str) -> str:
+    """Figure 2's title for a tagging preset; what the curve measures for a causal sequence task."""
+    if is_sequence_preset(preset):
+        return f"{preset_label(preset)}: {SEQUENCE_CURVES[FORMATS[preset].task]}"
+    return f"Figure 2, {preset_label(preset)}: development accuracy"
 
 
 def plot_steps(
@@ -293,11 +408,12 @@ def plot_steps(
     `runs` (`load_runs`), if given, lets an empty panel tell "no finished runs" from
     "runs too short for a dev curve"."""
     missing = _no_curve_text(runs, preset)
+    frame = _of_preset(curves, preset)
+    used = band_for(frame, band)
     if ax is None:
-        fig = grouped(curves, preset, "step", band, "training batches", missing)
-        fig.suptitle(f"Figure 2, {preset_label(preset)}: development accuracy ({_band_text(band)})")
+        fig = grouped(curves, preset, "step", used.kind, "training batches", missing)
+        fig.suptitle(f"{_steps_title(preset)}\n{used.caption}", fontsize="medium")
         return fig
-    frame = curves[curves["preset"] == preset] if not curves.empty else curves
     name = preset_label(preset)
     if frame.empty:
         _empty(ax, missing or f"no finished {name} runs", name)
@@ -305,20 +421,19 @@ def plot_steps(
         title = (
             _panels(frame, preset)[0].title if has_treebanks(preset) else ", ".join(sorted(frame["corpus"].unique()))
         )
-        _panel(ax, frame, preset, "step", band, "training batches", title)
+        _panel(ax, frame, preset, "step", used.kind, "training batches", title)
     return ax.figure
 
 
 def figure2(curves: pd.DataFrame, band: str = DEFAULT_BAND, runs: pd.DataFrame | None = None) -> Figure:
     """Figure 2 as the paper lays it out: PTB (left, every line) and the UD mean (right)."""
     fig, (left, right) = _figure(2, 2, width=6.4)
-    plot_steps(curves, PTB.name, band, ax=left, runs=runs)
-    plot_steps(curves, UD.name, band, ax=right, runs=runs)
-    fig.suptitle(f"Figure 2: development accuracy during training ({_band_text(band)})", fontsize="medium")
+    tagging = curves[curves["preset"].isin([PTB.name, UD.name])] if not curves.empty else curves
+    used = band_for(tagging, band)  # the same band on both sides
+    plot_steps(curves, PTB.name, used.kind, ax=left, runs=runs)
+    plot_steps(curves, UD.name, used.kind, ax=right, runs=runs)
+    fig.suptitle(f"Figure 2: development accuracy during training\n{used.caption}", fontsize="medium")
     return fig
-
-
-SEQUENCE_CURVES = {"find-block": "dev exact match of the answer block", "char-lm": "dev next-character accuracy"}
 
 
 def write_plots(
@@ -371,7 +486,5 @@ def _write_step_plots(curves: pd.DataFrame, band: str, runs: pd.DataFrame, out: 
             paths += save(plot_steps(curves, preset, band), out / f"figure2_{preset}_dev_by_step")
     for preset in (name for name in FORMATS if is_sequence_preset(name)):
         if (curves["preset"] == preset).any():
-            fig = plot_steps(curves, preset, band)
-            fig.suptitle(f"{preset_label(preset)}: {SEQUENCE_CURVES[FORMATS[preset].task]} ({_band_text(band)})")
-            paths += save(fig, out / f"{preset}_dev_by_step")
+            paths += save(plot_steps(curves, preset, band), out / f"{preset}_dev_by_step")
     return paths
