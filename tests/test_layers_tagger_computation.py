@@ -26,11 +26,17 @@ from tagger_reference import ReferenceSelfAttention
 
 from convatt.data.batching import make_inputs
 from convatt.layers import SelfAttention
+from convatt.layers._utils import on_accelerator
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import VARIANTS, make_config
 from convatt.speed.bench import synthetic_batches
 
-pytestmark = pytest.mark.jax_too
+pytestmark = [
+    pytest.mark.jax_too,
+    # On a GPU the same program twice may differ: XLA's scatter-adds (the gathers' gradients) sum in
+    # no fixed order there.
+    pytest.mark.skipif(on_accelerator(), reason="bit-identical training needs a deterministic device (a CPU)"),
+]
 
 # A tiny tagger: d_model 16 (4 heads of 4), 12 tokens, 2 layers; 4 steps of 6 sentences.
 TINY = dict(word_dim=8, char_dim=4, char_filters=8, max_len=12, max_word_len=6, num_layers=2, shaw_clip=3)
@@ -66,3 +72,20 @@ def test_the_tagger_trains_the_bits_of_7af1535s_attention(variant, monkeypatch):
     assert list(weights) == list(expected_weights)
     differ = [path for path in weights if weights[path] != expected_weights[path]]
     assert not differ, f"{variant}: weights differ from 7af1535's computation: {differ}"
+
+
+class _RewrittenSelfAttention(SelfAttention):
+    """`SelfAttention` with `MultiHeadAttention`'s rewritten forms: the same values to float
+    rounding, in another float order (the tagger's attention at commit b825de3 took some)."""
+
+    _lean_core = True
+
+
+def test_the_guard_sees_a_change_of_float_order(monkeypatch):
+    """The comparison above is fine enough to tell a mere change of float order: +Conv2d with the
+    rewritten forms trains other bits than 7af1535's (a guard that such a change slipped past,
+    as past the regression test's tolerance, would guard nothing)."""
+    losses, weights, _ = _train("san-pe-add-conv2d", _RewrittenSelfAttention, monkeypatch)
+    expected_losses, expected_weights, _ = _train("san-pe-add-conv2d", ReferenceSelfAttention, monkeypatch)
+    np.testing.assert_allclose(losses, expected_losses, rtol=1e-4)  # the same values ...
+    assert any(weights[path] != expected_weights[path] for path in weights)  # ... not the same bits
