@@ -168,3 +168,17 @@ def test_forms_benchmark_times_the_tagger_against_its_rewritten_twin():
     figures = result["san-pe-add-conv2d"]
     assert all(figures[form][key] > 0 for form in ("tagger", "rewritten") for key in ("first_epoch_s", "epoch_s"))
     assert re.search(r"san-pe-add-conv2d .* first epoch .*x \| later epochs .*x$", lines[-1])
+
+
+def test_forms_cli_refuses_the_other_benchmarks_options():
+    from convatt.cli import build_parser
+    from convatt.cli.bench import _check_options
+    from convatt.errors import ConvattError
+
+    parse = build_parser().parse_args
+    _check_options(parse(["bench", "--forms", "--preset", "ud", "--repeats", "5", "--quick"]))
+    for options, flag in ((["--memory"], "memory"), (["--lengths", "64"], "lengths"), (["--attention"], "attention")):
+        with pytest.raises(ConvattError, match=f"--{flag} is not an option of --forms"):
+            _check_options(parse(["bench", "--forms", *options]))
+    with pytest.raises(ConvattError, match="--repeats is an option of --attention and --forms"):
+        _check_options(parse(["bench", "--repeats", "3"]))
