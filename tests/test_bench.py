@@ -152,3 +152,33 @@ def test_a_paper_variant_against_san_pe_add():
     )
     assert "baseline" not in result and any(line.startswith("reference (build_tagger, san-pe-add") for line in lines)
     assert lines[-2].startswith("step time relative to san-pe-add ")
+
+
+def test_forms_benchmark_times_the_tagger_against_its_rewritten_twin():
+    """`convatt bench --forms` runs end to end on a tiny tagger: both forms timed, ratios logged;
+    the twin's four attention layers switched to the rewritten forms."""
+    from convatt.speed.forms_bench import forms_variants, run_forms_benchmark, with_rewritten_forms
+
+    assert "san-pe-add-conv2d" in forms_variants() and "san-denser" not in forms_variants()
+    keras.utils.set_random_seed(0)
+    assert with_rewritten_forms(build_tagger(make_config("ud", "san-pe-add-talking", **TINY), *SIZES)) == 4
+    lines = []
+    options = dict(steps=2, epochs=2, repeats=1, batch_size=4, sizes=(*SIZES, 60), **TINY)
+    result = run_forms_benchmark(["san-pe-add-conv2d"], "ud", log=lines.append, **options)
+    figures = result["san-pe-add-conv2d"]
+    assert all(figures[form][key] > 0 for form in ("tagger", "rewritten") for key in ("first_epoch_s", "epoch_s"))
+    assert re.search(r"san-pe-add-conv2d .* first epoch .*x \| later epochs .*x$", lines[-1])
+
+
+def test_forms_cli_refuses_the_other_benchmarks_options():
+    from convatt.cli import build_parser
+    from convatt.cli.bench import _check_options
+    from convatt.errors import ConvattError
+
+    parse = build_parser().parse_args
+    _check_options(parse(["bench", "--forms", "--preset", "ud", "--repeats", "5", "--quick"]))
+    for options, flag in ((["--memory"], "memory"), (["--lengths", "64"], "lengths"), (["--attention"], "attention")):
+        with pytest.raises(ConvattError, match=f"--{flag} is not an option of --forms"):
+            _check_options(parse(["bench", "--forms", *options]))
+    with pytest.raises(ConvattError, match="--repeats is an option of --attention and --forms"):
+        _check_options(parse(["bench", "--repeats", "3"]))

@@ -29,14 +29,22 @@ ATTENTION_OPTIONS = {  # option -> AttentionSettings field
 
 
 def _check_options(args) -> None:
-    """Options of the other benchmark are refused, not ignored."""
+    """Options of the other benchmarks are refused, not ignored."""
+    if args.forms is not None:
+        given = [n for n, default in TAGGER_DEFAULTS.items() if n != "preset" and getattr(args, n) != default]
+        given += [n for n in (*ATTENTION_OPTIONS, "out") if n != "repeats" and getattr(args, n) is not None]
+        if args.attention or given:
+            raise ConvattError(
+                f"--{'attention' if args.attention else given[0].replace('_', '-')} is not an option of --forms"
+            )
+        return
     if args.attention:
         shared = ("precision",)  # the dtype policy of both benchmarks
         wrong = [n for n, default in TAGGER_DEFAULTS.items() if n not in shared and getattr(args, n) != default]
         what = "the tagger's benchmark (leave out --attention)"
     else:
         wrong = [name for name in (*ATTENTION_OPTIONS, "out") if getattr(args, name) is not None]
-        what = "--attention"
+        what = "--attention" if wrong != ["repeats"] else "--attention and --forms"
     if wrong:
         raise ConvattError(f"--{wrong[0].replace('_', '-')} is an option of {what}")
 
@@ -81,10 +89,28 @@ def _bench_attention(args) -> None:
         print(f"wrote {args.out}")
 
 
+def _bench_forms(args) -> None:
+    from convatt.model.variants import check_variant
+
+    for variant in args.forms:
+        check_variant(variant)
+    load_backend(args.debug)
+    from convatt.speed.forms_bench import forms_variants, run_forms_benchmark
+
+    without = [v for v in args.forms if v not in forms_variants()]
+    if without:
+        raise ConvattError(f"--forms {without[0]}: its attention is no SelfAttention (no forms to compare)")
+    options = {} if args.repeats is None else {"repeats": args.repeats}
+    run_forms_benchmark(args.forms, args.preset, args.quick, **options)
+
+
 def cmd_bench(args) -> None:
     _check_options(args)
     if args.attention:
         _bench_attention(args)
+        return
+    if args.forms is not None:
+        _bench_forms(args)
         return
     load_backend(args.debug)
     from convatt.speed.bench import run_benchmark
@@ -124,7 +150,23 @@ def add_command(sub) -> None:
         "else san-pe-add built the same way) or a variant name, e.g. san-pe-add",
     )
     _add_attention_options(p)
+    _add_forms_options(p)
     p.set_defaults(func=cmd_bench)
+
+
+def _add_forms_options(p) -> None:
+    g = p.add_argument_group(
+        "--forms",
+        "the tagger of each variant as it computes (the operations of its published results) against the "
+        "same tagger with MultiHeadAttention's rewritten attention forms, in one process: the first epoch's "
+        "seconds (tracing included) and the later epochs', ratios; --preset, --quick and --repeats apply",
+    )
+    g.add_argument(
+        "--forms",
+        nargs="*",
+        metavar="VARIANT",
+        help="benchmark these variants' forms (none named: every variant with a SelfAttention)",
+    )
 
 
 def _add_attention_options(p) -> None:
@@ -148,6 +190,11 @@ def _add_attention_options(p) -> None:
     g.add_argument("--batch-size", type=int, help="batch size (default: 2)")
     g.add_argument("--heads", type=int, help="number of heads (default: 4)")
     g.add_argument("--key-dim", type=int, help="size of a head (default: 32)")
-    g.add_argument("--repeats", type=int, help="timed steps per layer, their median reported (default: 5)")
+    g.add_argument(
+        "--repeats",
+        type=int,
+        help="timed steps per layer, their median reported (default: 5); with --forms, fresh pairs of "
+        "models per variant (default: 3)",
+    )
     g.add_argument("--warmup", type=int, help="untimed steps per layer first (default: 1)")
     g.add_argument("--out", help="also write the figures to this CSV file")

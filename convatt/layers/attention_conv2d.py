@@ -39,6 +39,31 @@ def convolve_heads(attention, kernel, bias, activation, causal: bool = False, fu
     return activation(outputs + ops.reshape(bias, (1, -1, 1, 1)))
 
 
+def depthwise_convolve_heads(attention, kernel, bias, activation, causal: bool = False, future_open=None):
+    """`convolve_heads` (the same values) as one depthwise convolution over the matrix with
+    the heads as channels (heads last): the layer's first form, the one the tagger's published
+    results came from, which `SelfAttention` keeps (the same operations, so the same bits; on
+    TensorFlow without XLA a CPU's fastest form too, and the quickest to trace)."""
+    rows, cols = kernel.shape[1], kernel.shape[2]
+    images = ops.transpose(attention, (0, 2, 3, 1))
+    if causal:  # all rows on the past: pad the query axis before only, the key axis as 'same'
+        left = (cols - 1) // 2
+        images = ops.pad(images, [[0, 0], [rows - 1, 0], [left, cols - 1 - left], [0, 0]])
+        outputs = _depthwise(images, kernel, "valid")
+    elif future_open is None:
+        outputs = _depthwise(images, kernel, "same")
+    else:  # the rows reading later queries apart, weighted by future_open
+        later = ops.reshape(ops.cast(ops.greater(query_tap_offsets(rows, False), 0), "float32"), (1, rows, 1))
+        outputs = _depthwise(images, kernel * (1.0 - later), "same")
+        outputs = outputs + _depthwise(images, kernel * later, "same") * future_open
+    return activation(ops.transpose(outputs, (0, 3, 1, 2)) + ops.reshape(bias, (1, -1, 1, 1)))
+
+
+def _depthwise(images, kernel, padding: str):
+    """`images` `(b, q, k, heads)` filtered by `kernel` `(heads, rows, cols)`; as `(b, q, k, heads)`."""
+    return ops.depthwise_conv(images, ops.expand_dims(ops.transpose(kernel, (1, 2, 0)), -1), padding=padding)
+
+
 def filter_and_relu(attention, kernel, bias, row_offsets: list[int], future_open=None):
     """`relu(filter_heads(attention, ...) + bias)` as one function with its own gradient, which
     keeps no more than autodiff of a ReLU must: the ReLU's mask is read from the output
@@ -293,7 +318,7 @@ class AttentionConv2D(keras.layers.Layer):
     def call(self, attention):
         return ops.cast(self.convolve_float32(attention), self.compute_dtype)
 
-    def convolve_float32(self, attention, causal: bool = False, future_open=None):
+    def convolve_float32(self, attention, causal: bool = False, future_open=None, depthwise: bool = False):
         """The convolution of `attention`, computed and returned in float32.
 
         Args:
@@ -302,10 +327,15 @@ class AttentionConv2D(keras.layers.Layer):
                 model) instead of centring them on row `i` ('same' padding).
             future_open: optional float `(batch, 1, 1, 1)` multiplying the filter rows
                 that read later query rows (0 drops them: a causal mask).
+            depthwise: compute it as one depthwise convolution (`depthwise_convolve_heads`:
+                the operations of the tagger's results, which `SelfAttention` keeps) instead
+                of shifted multiply-adds with their own gradient (`convolve_heads`: faster
+                under XLA). The same values to float rounding.
         """
         check_scores_shape(self.name, attention.shape, self.num_heads)
         kernel, bias = ops.cast(self.kernel, "float32"), ops.cast(self.bias, "float32")
-        return convolve_heads(ops.cast(attention, "float32"), kernel, bias, self.activation, causal, future_open)
+        convolve = depthwise_convolve_heads if depthwise else convolve_heads
+        return convolve(ops.cast(attention, "float32"), kernel, bias, self.activation, causal, future_open)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

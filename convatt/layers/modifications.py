@@ -205,12 +205,12 @@ def _add(layer, sublayer, scores, context):
 
 
 def _add_with_query(layer, sublayer, scores, context):
-    return sublayer.add_float32(scores, context.query)
+    return sublayer.add_float32(scores, context.query, gathered=not layer._lean_core)
 
 
 def _add_value_term(layer, sublayer, output, context):
     """Shaw et al.'s value term, added to the product with the values in float32."""
-    term = sublayer.value_term(context.weights)
+    term = sublayer.value_term(context.weights, gathered=not layer._lean_core)
     return ops.cast(ops.cast(output, "float32") + term, layer.compute_dtype)
 
 
@@ -228,7 +228,7 @@ def _build_temperature(layer, weight, scores_shape, query_shape) -> None:
 
 
 def _mix_heads(layer, sublayer, x, context):
-    return ops.cast(sublayer(x), "float32")
+    return ops.cast(sublayer(x, einsum=not layer._lean_core), "float32")
 
 
 def _convolve(layer, sublayer, x, context):
@@ -237,7 +237,8 @@ def _convolve(layer, sublayer, x, context):
     keep = context.keep
     if layer.conv_before_softmax and keep is not None:
         x = ops.where(keep, x, ops.zeros_like(x))
-    convolved = sublayer.convolve_float32(x, causal=context.causal, future_open=context.future_open)
+    form = {"depthwise": not layer._lean_core} if layer.attention_conv == "2d" else {}  # +Conv has one form
+    convolved = sublayer.convolve_float32(x, causal=context.causal, future_open=context.future_open, **form)
     if layer.conv_before_softmax or keep is None:
         return convolved
     return convolved * ops.cast(keep, "float32")
@@ -375,10 +376,15 @@ class ModifiedAttention:
     """
 
     _lean_core = False
-    """Whether the core takes the forms that keep less for the backward pass or sum faster
-    (`_scaled_scores`, `lean_masked_softmax`, the score biases' gradients summed over the
-    batch by a product where that pays): the same values to float rounding, but not the same
-    operations, so the tagger's `SelfAttention` keeps the ones its results came from."""
+    """Whether the attention takes the forms rewritten for speed and memory: in the core, those
+    that keep less for the backward pass or sum faster (`_scaled_scores`, `lean_masked_softmax`,
+    the score biases' gradients summed over the batch by a product where that pays); in the
+    modifications, +Conv2d's shifted multiply-adds (`AttentionConv2D.convolve_float32`), the
+    talking heads' batched matrix product (`TalkingHeadsProjection`) and Shaw's skews under
+    XLA (`RelativePositionRepresentation.add_float32`). The same values to float rounding,
+    but not the same operations: the tagger's `SelfAttention` keeps the ones its published
+    results came from (each variant trains the same bits as at commit 7af1535; the guard is
+    tests/test_layers_tagger_computation.py), `MultiHeadAttention` takes the rewritten ones."""
 
     def _init_modifications(self, options: dict[str, Any], max_len: int | None) -> None:
         """Set `max_len` and the modification options (checked) as attributes, check them

@@ -175,7 +175,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 "turn it off, or the modifications."
             )
 
-    _lean_core = True  # the core's forms that keep less for the gradient or sum faster (see ModifiedAttention)
+    _lean_core = True  # the forms rewritten for speed and memory (see ModifiedAttention)
 
     @property
     def _attention_is_keras(self) -> bool:

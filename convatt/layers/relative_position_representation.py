@@ -223,33 +223,42 @@ class RelativePositionRepresentation(keras.layers.Layer):
 
     def relative_embeddings(self, query_len, key_len):
         """`(a^K, a^V)`, each `(query_len, key_len, head_dim)`."""
-        indices = self.relative_indices(query_len, key_len)
-        return ops.take(self.key_embeddings, indices, axis=0), ops.take(self.value_embeddings, indices, axis=0)
+        return self._gathered(self.key_embeddings, query_len, key_len), self._gathered(
+            self.value_embeddings, query_len, key_len
+        )
 
     def call(self, attention_scores, query):
         return ops.cast(self.add_float32(attention_scores, query), self.compute_dtype)
 
-    def add_float32(self, attention_scores, query):
-        """The scores plus the relative key term, computed and returned in float32."""
+    def add_float32(self, attention_scores, query, gathered: bool = False):
+        """The scores plus the relative key term, computed and returned in float32; with
+        `gathered`, from the gathered table whatever the backend (the operations of the
+        tagger's results, which `SelfAttention` keeps; the skews give the same values to
+        float rounding)."""
         scale = 1.0 / math.sqrt(self.head_dim)
         scores, query = ops.cast(attention_scores, "float32"), ops.cast(query, "float32")
         query_len, key_len = scores.shape[-2], scores.shape[-1]
-        if not _skew_pays(scores):
-            a_key = ops.cast(self.relative_embeddings(ops.shape(scores)[-2], ops.shape(scores)[-1])[0], "float32")
+        if gathered or not _skew_pays(scores):
+            a_key = ops.cast(self._gathered(self.key_embeddings, *ops.shape(scores)[-2:]), "float32")
             return scores + ops.einsum("bqhd,qkd->bhqk", query, a_key) * scale
         # q_i . w^K_r for the 2k + 1 distances r only, then placed at each (i, j) by its distance
         logits = ops.einsum("bqhd,rd->bhqr", query, ops.cast(self.key_embeddings, "float32"))
         return scores + spread_by_distance(logits, query_len, key_len, self.max_distance) * scale
 
-    def value_term(self, attention):
-        """`sum_j attention_ij a^V_ij`: `(b, h, q, k)` -> `(b, q, h, head_dim)`, in float32."""
+    def value_term(self, attention, gathered: bool = False):
+        """`sum_j attention_ij a^V_ij`: `(b, h, q, k)` -> `(b, q, h, head_dim)`, in float32;
+        `gathered` as in `add_float32`."""
         attention = ops.cast(attention, "float32")
-        if not _skew_pays(attention):
-            a_value = self.relative_embeddings(ops.shape(attention)[-2], ops.shape(attention)[-1])[1]
-            return ops.einsum("bhqk,qkd->bqhd", attention, ops.cast(a_value, "float32"))
+        if gathered or not _skew_pays(attention):
+            a_value = ops.cast(self._gathered(self.value_embeddings, *ops.shape(attention)[-2:]), "float32")
+            return ops.einsum("bhqk,qkd->bqhd", attention, a_value)
         # sum_j attention_ij w^V[clip(j - i)] = sum_r (the attention's sum at distance r) w^V[r]
         sums = sum_by_distance(attention, self.max_distance)
         return ops.einsum("bhqr,rd->bqhd", sums, ops.cast(self.value_embeddings, "float32"))
+
+    def _gathered(self, embeddings, query_len, key_len):
+        """`(query_len, key_len, d)`: the row of `embeddings` of each pair's clipped distance."""
+        return ops.take(embeddings, self.relative_indices(query_len, key_len), axis=0)
 
     def compute_output_shape(self, attention_scores_shape, query_shape=None):
         return tuple(attention_scores_shape)
