@@ -81,7 +81,9 @@ def add_command(sub) -> None:
     p.add_argument("--prompt", required=True, help="the text to continue (characters the run saw in training)")
     p.add_argument("--length", type=int, default=100, help="symbols to generate")
     p.add_argument("--greedy", action="store_true", help="always the likeliest symbol (no sampling)")
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling: divide the logits by this (a finite number > 0)")
+    p.add_argument(
+        "--temperature", type=float, default=1.0, help="sampling: divide the logits by this (a finite number > 0)"
+    )
     p.add_argument("--top-k", type=int, default=0, help="sampling: among the k likeliest symbols only (0: all)")
     p.add_argument("--seed", type=int, default=0, help="sampling: the random seed (>= 0)")
     p.add_argument("--no-cache", action="store_true", help="re-run the whole prefix for each symbol (the reference)")
