@@ -10,7 +10,7 @@ from keras import ops
 from convatt.layers import attention_cache
 from convatt.layers._utils import (
     causal_keep,
-    check_attention_mask_rank,
+    batched_attention_mask,
     keep_mask,
     mask_padded_queries,
     with_query_mask,
@@ -248,12 +248,13 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         query_position=None,
         query_cache=None,
     ):
+        key_len = None if cache is not None else value.shape[1]  # a cached call's keys: the cache's
+        attention_mask = batched_attention_mask(self.name, attention_mask, query.shape[1], key_len)
         if any(x is not None for x in (cache, cache_update_index, query_position, query_cache)):  # attention_cache
             return attention_cache.cached_call(
                 self, query, value, key, cache, cache_update_index, attention_mask, use_causal_mask,
                 return_attention_scores, training, query_position, query_cache,
             )  # fmt: skip
-        check_attention_mask_rank(self.name, attention_mask)
         if query_mask is not None:  # Keras' call reads only the query's Keras mask: keep an explicit one
             attention_mask = with_query_mask(attention_mask, query_mask)
         # Keras' call passes its (causal) mask to `_compute_attention` but not the flag:
@@ -292,7 +293,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         too (`mask_padded_queries`)."""
         given = (query_mask, value_mask, key_mask, attention_mask)
         if all(mask is None for mask in given) and self._sliding_window is None:
-            if use_causal_mask and self._attention_is_keras:
+            if use_causal_mask and self._attention_is_keras and not self._overrides_compute_attention:
                 return None  # `_compute_attention` takes Keras' fused causal path
         mask = super()._compute_attention_mask(
             query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
@@ -301,6 +302,12 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         if self._modified and self_attention and any(mask is not None for mask in given):
             mask = mask_padded_queries(mask)
         return mask
+
+    @property
+    def _overrides_compute_attention(self) -> bool:
+        """A subclass's own `_compute_attention` (perhaps Keras' older signature, without
+        `use_causal_mask`) always gets the causal mask as a mask, as Keras' layer guards it."""
+        return type(self)._compute_attention is not MultiHeadAttention._compute_attention
 
     def _compute_causal_mask(self, query, value=None):
         """Keras' causal mask `(1, query_len, key_len)`, from convatt's one helper (`causal_keep`)."""
