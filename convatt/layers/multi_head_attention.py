@@ -9,8 +9,8 @@ from keras import ops
 
 from convatt.layers import attention_cache
 from convatt.layers._utils import (
-    causal_keep,
     batched_attention_mask,
+    causal_keep,
     keep_mask,
     mask_padded_queries,
     with_query_mask,
