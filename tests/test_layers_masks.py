@@ -148,3 +148,15 @@ def test_in_cross_attention_unmarked_query_pads_are_read_by_the_convolutions(cas
     changed = with_pads_changed(query, real)
     after = keras.ops.convert_to_numpy(layer(changed, changed.copy(), **mask))
     assert np.abs(after - before)[real].max() > 1e-3
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_rank_2_attention_mask_is_keras_one_mask_for_the_whole_batch(case):
+    """Keras broadcasts an `attention_mask` (query, key) over the batch: the same as it tiled."""
+    layer, x = layer_for(case), data(4, T)
+    mask = np.tril(np.ones((T, T), bool)) & (np.arange(T) < T - 2)[None, :]
+    once = keras.ops.convert_to_numpy(layer(x, x, attention_mask=mask))
+    tiled = keras.ops.convert_to_numpy(layer(x, x, attention_mask=np.broadcast_to(mask, (B, T, T))))
+    np.testing.assert_allclose(once, tiled, atol=1e-6)  # one program, masks broadcast two ways
+    with pytest.raises(ValueError, match=r"\(batch, key_len\) pass value_mask"):
+        layer(x, x, attention_mask=np.ones((B, T), bool))
