@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import keras
@@ -301,7 +302,22 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         self_attention = self._self_attention_call or query is value
         if self._modified and self_attention and any(mask is not None for mask in given):
             mask = mask_padded_queries(mask)
+        elif self.attention_conv and (value_mask is not None or key_mask is not None):
+            if query_mask is None and attention_mask is None:
+                self._warn_query_pads_unknown()
         return mask
+
+    def _warn_query_pads_unknown(self) -> None:
+        """Padded keys, queries of unknown padding, a convolution: if the queries are padded,
+        their pads reach real rows through the convolution's taps. Self-attention is known
+        only as the query and the value being one tensor; equal tensors are not."""
+        warnings.warn(
+            f"{self.name}: a convolution over the attention rows with padded keys (value_mask, key_mask or the "
+            "value's Keras mask) and no word on the queries' padding: if the queries are padded, their pads "
+            "reach real rows through the convolution's taps. Pass query_mask= (all True where the queries have "
+            "no padding; for self-attention, the same mask), or call layer(x, x) with one tensor for both.",
+            stacklevel=3,
+        )
 
     @property
     def _overrides_compute_attention(self) -> bool:
