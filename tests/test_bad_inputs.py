@@ -416,7 +416,22 @@ CASES = [
         ["generate", "{run}", "--prompt", "x", "--temperature", "0"],
         None,
         2,
-        "--temperature takes a number > 0",
+        "--temperature takes a finite number > 0",
+    ),
+    Case(
+        "generate-temperature-nan",
+        ["generate", "{run}", "--prompt", "x", "--temperature", "nan"],
+        None,
+        2,
+        "--temperature takes a finite number > 0",
+    ),
+    Case("generate-seed-negative", ["generate", "{run}", "--prompt", "x", "--seed", "-1"], None, 2, "--seed takes"),
+    Case(
+        "train-tensorboard-a-file",
+        ["train", "--preset", "ptb", "--variant", "san", "--out", "{tmp}/r", "--tensorboard", "{tmp}/in.txt"],
+        write("in.txt", "a file\n"),
+        2,
+        "(--tensorboard)",
     ),
     # inspect
     Case("inspect-run-missing", ["inspect", "{tmp}/nope"], None, 2, "run directory not found"),

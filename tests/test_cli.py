@@ -104,6 +104,19 @@ def test_bad_arguments_fail_clearly(tmp_path, args, message, capsys):
     assert "Traceback" not in stderr and stderr.strip().splitlines()[-1].startswith("convatt: error:")
 
 
+@pytest.mark.parametrize("where", ["{tmp}/a-file", "{tmp}/a-file/logs"])
+def test_a_tensorboard_directory_that_cannot_be_written_is_refused_before_the_run_starts(tmp_path, where, capsys):
+    from convatt.cli import main
+
+    (tmp_path / "a-file").write_text("not a directory\n")
+    args = ["train", "--preset", "ptb", "--variant", "san", "--limit", "20", "--out", f"{tmp_path}/run"]
+    code = main([*args, "--tensorboard", where.format(tmp=tmp_path)])
+    stderr = capsys.readouterr().err
+    assert code == 2 and "(--tensorboard)" in stderr and "cannot write there" in stderr, stderr
+    assert "a bug in convatt" not in stderr and len(stderr.strip().splitlines()) == 1, stderr
+    assert not (tmp_path / "run").exists()  # nothing written
+
+
 def test_a_corrupt_treebank_names_file_and_line(tmp_path):
     bank = tmp_path / "UD_English-LinES"
     bank.mkdir()
@@ -146,7 +159,8 @@ def test_every_option_has_help_and_shows_its_default():
             if isinstance(action, argparse._HelpAction):
                 continue
             assert action.help, f"convatt {name} {action.option_strings or action.dest}: no help text"
-            if action.option_strings and action.default not in (None, False, argparse.SUPPRESS):
+            unshown = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+            if action.option_strings and not unshown:  # 0 is a default to show (`0 in (False,)` is true)
                 assert "default" in (action.help or "").lower() or f"default: {action.default}" in " ".join(
                     text.split()
                 ), f"convatt {name} {action.option_strings[0]}: its default {action.default!r} is not shown"

@@ -91,7 +91,10 @@ def _tagger_clone(run, tmp_path):
         (["--prompt", ""], "--prompt is empty"),
         (["--prompt", "ab\u00e6"], "characters the run never saw: '\u00e6'"),
         (["--prompt", "The", "--length", 5000], "exceed the model's"),
-        (["--prompt", "The", "--temperature", 0], "--temperature takes a number > 0"),
+        (["--prompt", "The", "--temperature", 0], "--temperature takes a finite number > 0"),
+        (["--prompt", "The", "--temperature", "nan"], "--temperature takes a finite number > 0"),
+        (["--prompt", "The", "--seed", -1], "--seed takes a whole number >= 0"),
+        (["--prompt", "The " * 40, "--length", 1], "shorten --prompt to at most 128 symbols"),
         (["--prompt", "The", "--tagger"], "is a tagger, not a causal model"),
     ],
 )
@@ -151,3 +154,22 @@ def test_the_samples_script_without_finished_runs_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (
         f"lm_samples: error: no finished run RUNS/charlm/<variant>/seed1 (result.json) under {tmp_path}"
     )
+
+
+def test_the_progress_line_appears_by_time_not_by_length(capsys):
+    """A short generation prints no line; one that takes long shows it, at most every PROGRESS_EVERY."""
+    from convatt.cli.generate import PROGRESS_AFTER, PROGRESS_EVERY, ProgressLine
+
+    quick = ProgressLine()
+    for done in range(1, 50):
+        quick(done, done * PROGRESS_AFTER / 100)
+    quick.close()
+    assert capsys.readouterr().err == ""
+    slow = ProgressLine()
+    times = [PROGRESS_AFTER * 0.9, PROGRESS_AFTER, PROGRESS_AFTER + PROGRESS_EVERY / 2, PROGRESS_AFTER + PROGRESS_EVERY]
+    for done, seconds in enumerate(times, 1):
+        slow(done, seconds)
+    slow.close()
+    shown = capsys.readouterr().err
+    assert shown.count("\rgenerated") == 0 and shown.count("generated ") == 2, repr(shown)
+    assert "generated 2 symbols" in shown and "generated 4 symbols" in shown and shown.endswith("\n")

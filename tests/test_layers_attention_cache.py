@@ -135,3 +135,21 @@ def test_bad_caches_are_refused_with_the_reason(inputs):
     positional = _layer(VARIANTS["p_r"])
     with pytest.raises(ValueError, match=f"max_len={LENGTH}"):
         positional(token, inputs[:, :ENCODER], cache=cross, cache_update_index=0, query_position=LENGTH)
+
+
+@pytest.mark.parametrize("name", variant_params(["plain", "p_r", "all_post"]))
+def test_a_call_past_the_caches_end_is_refused_eagerly_and_nan_when_traced(name, inputs):
+    """Eagerly (a known index): a ValueError naming the cache's length and the index. Traced
+    (the index a program's input: it cannot raise), every output of that call is NaN rather
+    than the last slot written over in silence."""
+    from convatt.inference.generation import compiled
+
+    layer, token = _layer(VARIANTS[name]), inputs[:, :1]
+    cache = layer.empty_cache(2, LENGTH)
+    for index in (LENGTH, np.int32(LENGTH), keras.ops.convert_to_tensor(LENGTH, "int32")):
+        with pytest.raises(ValueError, match=rf"cache_update_index={LENGTH} .* holds {LENGTH} positions"):
+            layer(token, token, cache=cache, cache_update_index=index, use_causal_mask=True)
+    step = compiled(lambda x, c, i: layer(x, x, cache=c, cache_update_index=i, use_causal_mask=True)[0])
+    last = keras.ops.convert_to_numpy(step(token, cache, np.asarray(LENGTH - 1, "int32")))
+    past = keras.ops.convert_to_numpy(step(token, cache, np.asarray(LENGTH, "int32")))
+    assert np.isfinite(last).all() and np.isnan(past).all()

@@ -10,6 +10,7 @@ convatt.layers.keras_hub_blocks's blocks in tests/test_layers_keras_hub.py."""
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import keras
 import numpy as np
@@ -148,3 +149,35 @@ def test_in_cross_attention_unmarked_query_pads_are_read_by_the_convolutions(cas
     changed = with_pads_changed(query, real)
     after = keras.ops.convert_to_numpy(layer(changed, changed.copy(), **mask))
     assert np.abs(after - before)[real].max() > 1e-3
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_rank_2_attention_mask_is_keras_one_mask_for_the_whole_batch(case):
+    """Keras broadcasts an `attention_mask` (query, key) over the batch: the same as it tiled."""
+    layer, x = layer_for(case), data(4, T)
+    mask = np.tril(np.ones((T, T), bool)) & (np.arange(T) < T - 2)[None, :]
+    once = keras.ops.convert_to_numpy(layer(x, x, attention_mask=mask))
+    tiled = keras.ops.convert_to_numpy(layer(x, x, attention_mask=np.broadcast_to(mask, (B, T, T))))
+    np.testing.assert_allclose(once, tiled, atol=1e-6)  # one program, masks broadcast two ways
+    with pytest.raises(ValueError, match=r"\(batch, key_len\) pass value_mask"):
+        layer(x, x, attention_mask=np.ones((B, T), bool))
+
+
+@pytest.mark.parametrize("case", ["Conv2d", "MTA-kq"])
+def test_equal_but_distinct_query_and_value_with_key_padding_warn_and_query_mask_closes_the_leak(case):
+    """Self-attention is the query and the value being one tensor; an equal copy is not, so with
+    key padding only the queries' pads are unknown: the layer says so, and a query_mask closes it."""
+    layer, real = layer_for(case), real_tokens(T, "right")
+    x = data(4, T)
+    with pytest.warns(UserWarning, match="Pass query_mask="):
+        layer(x, x.copy(), value_mask=real)
+
+    def run(q):
+        return keras.ops.convert_to_numpy(layer(q, q.copy(), value_mask=real, query_mask=real))
+
+    change = np.abs(run(with_pads_changed(x, real)) - run(x))[real].max()
+    assert change < 1e-5, change
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        layer(x, x.copy(), value_mask=real, query_mask=real)
+        layer(x, x, value_mask=real)  # one tensor: self-attention

@@ -157,8 +157,13 @@ class Generated:
         return len(self.ids) / max(self.seconds, 1e-9)
 
 
-def check_length(steps: CausalSteps, prompt_ids: list[int], length: int) -> None:
+def check_fits_positions(steps: CausalSteps, prompt_ids: list[int], length: int) -> None:
     """A ConvattError if the prompt and `length` symbols do not fit the model's positions."""
+    if len(prompt_ids) > steps.max_len:
+        raise ConvattError(
+            f"the prompt has {len(prompt_ids)} symbols and the model reads at most {steps.max_len}: "
+            f"shorten --prompt to at most {steps.max_len} symbols"
+        )
     if len(prompt_ids) + length > steps.max_len + 1:  # the last symbol is never fed back
         raise ConvattError(
             f"the prompt ({len(prompt_ids)} symbols) and --length {length} exceed the model's "
@@ -175,7 +180,7 @@ def generate(
     progress: Callable[[int, float], None] | None = None,
 ) -> Generated:
     """`length` symbols after the prompt; `progress(done, seconds)` after each."""
-    check_length(steps, prompt_ids, length)
+    check_fits_positions(steps, prompt_ids, length)
     rng, ids, new = np.random.default_rng(sampling.seed), list(prompt_ids), []
     start = time.perf_counter()
     logits = steps.cached_logits(ids, 0) if use_cache else steps.whole_prefix_logits(ids)

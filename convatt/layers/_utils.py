@@ -209,16 +209,23 @@ def query_tap_offsets(kernel_size: int, causal: bool) -> list[int]:
     return [first + tap for tap in range(kernel_size)]
 
 
-def check_attention_mask_rank(layer: str, attention_mask) -> None:
-    """Keras' `MultiHeadAttention` takes an `attention_mask` of rank 3 `(batch, query, key)` or 4
-    `(batch, heads, query, key)`; it fails on a rank-2 one (or, where the batch size equals the
-    query length, applies example b's mask to query b). A ValueError that says what to pass."""
+def batched_attention_mask(layer: str, attention_mask, query_len, key_len):
+    """`attention_mask` with a batch axis, as Keras' `MultiHeadAttention` takes it: rank 3
+    `(batch, query, key)` and rank 4 `(batch, heads, query, key)` as they are, rank 2
+    `(query, key)` broadcast over the batch (as `(1, query, key)`). A ValueError that says what
+    to pass for any other rank, or for a rank-2 mask that is not `(query_len, key_len)` (a
+    `(batch, key_len)` padding mask belongs in value_mask=)."""
     if attention_mask is None or len(attention_mask.shape) in (3, 4):
-        return
+        return attention_mask
+    expected = (query_len, key_len)
+    known = all(isinstance(n, int) for n in (*expected, *attention_mask.shape))
+    if len(attention_mask.shape) == 2 and (not known or tuple(attention_mask.shape) == expected):
+        return keras.ops.expand_dims(attention_mask, 0)
     raise ValueError(
-        f"{layer}: attention_mask must be (batch, query_len, key_len) or (batch, num_heads, query_len, "
-        f"key_len), as for keras.layers.MultiHeadAttention; received shape {tuple(attention_mask.shape)}. "
-        "For a key mask (batch, key_len) pass value_mask=..., or attention_mask=mask[:, None, :]."
+        f"{layer}: attention_mask must be (query_len, key_len) = {expected}, (batch, query_len, key_len) or "
+        f"(batch, num_heads, query_len, key_len), as for keras.layers.MultiHeadAttention; received shape "
+        f"{tuple(attention_mask.shape)}. For a key mask (batch, key_len) pass value_mask=..., or "
+        "attention_mask=mask[:, None, :]."
     )
 
 

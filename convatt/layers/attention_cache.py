@@ -37,6 +37,7 @@ A cached call computes what the whole-sequence causal call computes at the same 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -155,6 +156,48 @@ def _check_query_cache(layer, query_cache) -> None:
         )
 
 
+def _known_int(x) -> int | None:
+    """`x` as a Python int where its value is known now (an int, an eager tensor or a concrete
+    array); None where it is traced (a TensorFlow graph's or a JAX program's input)."""
+    if x is None or isinstance(x, int):
+        return x
+    try:
+        return int(ops.convert_to_numpy(x))
+    except Exception:  # a symbolic tensor or a tracer: its value is not known until it runs
+        return None
+
+
+def _within(layer, what: str, index, new_rows, length):
+    """None where `index .. index + new_rows - 1` is known to lie in `0 .. length - 1` (a
+    ValueError naming both where it is known not to); a boolean scalar tensor where the index is
+    traced (the caller turns the output into NaN where it is False: a traced program cannot raise)."""
+    if index is None:
+        return None
+    known = _known_int(index)
+    if known is None or not isinstance(new_rows, int) or not isinstance(length, int):
+        end = ops.cast(index, "int32") + ops.cast(new_rows, "int32")
+        return ops.logical_and(ops.greater_equal(index, 0), ops.less_equal(end, ops.cast(length, "int32")))
+    if known < 0 or known + new_rows > length:
+        raise ValueError(
+            f"{layer.name}: {what}={known} with {new_rows} new token(s) is past the end of the cache, which "
+            f"holds {length} positions (0 .. {length - 1}): make a longer one, e.g. "
+            f"layer.empty_cache(batch_size, max_length={known + new_rows})."
+        )
+    return None
+
+
+def _bounds(layer, query, cache, cache_update_index, query_position, query_cache):
+    """Where a traced index may lie past a cache's end: a boolean scalar (None: checked now)."""
+    new_rows = query.shape[1]
+    cache_len = cache.shape[2] if cache.shape[2] is not None else ops.shape(cache)[2]
+    flags = [_within(layer, "cache_update_index", cache_update_index, query.shape[1], cache_len)]
+    if query_cache is not None:
+        query_len = query_cache.shape[1] if query_cache.shape[1] is not None else ops.shape(query_cache)[1]
+        flags.append(_within(layer, "query_position", query_position, new_rows, query_len))
+    flags = [flag for flag in flags if flag is not None]
+    return None if not flags else flags[0] if len(flags) == 1 else ops.logical_and(*flags)
+
+
 def _updated(cache, index, projections):
     """The cache with `projections` (keys, values[, queries]: one per slot) written at `index`."""
     slots = []
@@ -200,6 +243,7 @@ def cached_call(
     Returns `(output, cache)` or `(output, attention, cache)` (KerasHub's order), and the
     updated `query_cache` last where one was given."""
     _check(layer, cache, cache_update_index, query_position, query_cache)
+    in_bounds = _bounds(layer, query, cache, cache_update_index, query_position, query_cache)
     key = value if key is None else key
     query_proj = layer._query_dense(query)
     cross = query_position is not None
@@ -209,6 +253,8 @@ def cached_call(
     if query_cache is not None:
         query_cache = ops.slice_update(query_cache, [0, query_position, 0, 0], ops.cast(query_proj, query_cache.dtype))
     rows = _rows(layer, cache, cache_update_index, query_position, query_cache)
+    if in_bounds is not None:  # read no table past its end (a raw gather error): the output is NaN anyway
+        rows = dataclasses.replace(rows, start=ops.where(in_bounds, rows.start, 0))
     mask = _new_rows_mask(query_proj, cache[:, KEYS, ...], rows.start, attention_mask, use_causal_mask)
     if layer._modified:
         _check_query_positions(layer, rows, ops.shape(query_proj)[1])
@@ -219,6 +265,8 @@ def cached_call(
             query_proj, cache[:, KEYS, ...], cache[:, VALUES, ...], mask, training, return_attention_scores
         )
     output = layer._output_dense(output)
+    if in_bounds is not None:  # a traced index past the end: NaN, not the last slot overwritten in silence
+        output = ops.where(in_bounds, output, ops.cast(float("nan"), output.dtype))
     result = (output, attention, cache) if return_attention_scores else (output, cache)
     return result if query_cache is None else (*result, query_cache)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import keras
@@ -9,8 +10,8 @@ from keras import ops
 
 from convatt.layers import attention_cache
 from convatt.layers._utils import (
+    batched_attention_mask,
     causal_keep,
-    check_attention_mask_rank,
     keep_mask,
     mask_padded_queries,
     with_query_mask,
@@ -248,12 +249,13 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         query_position=None,
         query_cache=None,
     ):
+        key_len = None if cache is not None else value.shape[1]  # a cached call's keys: the cache's
+        attention_mask = batched_attention_mask(self.name, attention_mask, query.shape[1], key_len)
         if any(x is not None for x in (cache, cache_update_index, query_position, query_cache)):  # attention_cache
             return attention_cache.cached_call(
                 self, query, value, key, cache, cache_update_index, attention_mask, use_causal_mask,
                 return_attention_scores, training, query_position, query_cache,
             )  # fmt: skip
-        check_attention_mask_rank(self.name, attention_mask)
         if query_mask is not None:  # Keras' call reads only the query's Keras mask: keep an explicit one
             attention_mask = with_query_mask(attention_mask, query_mask)
         # Keras' call passes its (causal) mask to `_compute_attention` but not the flag:
@@ -292,7 +294,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         too (`mask_padded_queries`)."""
         given = (query_mask, value_mask, key_mask, attention_mask)
         if all(mask is None for mask in given) and self._sliding_window is None:
-            if use_causal_mask and self._attention_is_keras:
+            if use_causal_mask and self._attention_is_keras and not self._overrides_compute_attention:
                 return None  # `_compute_attention` takes Keras' fused causal path
         mask = super()._compute_attention_mask(
             query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
@@ -300,7 +302,28 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         self_attention = self._self_attention_call or query is value
         if self._modified and self_attention and any(mask is not None for mask in given):
             mask = mask_padded_queries(mask)
+        elif self.attention_conv and (value_mask is not None or key_mask is not None):
+            if query_mask is None and attention_mask is None:
+                self._warn_query_pads_unknown()
         return mask
+
+    def _warn_query_pads_unknown(self) -> None:
+        """Padded keys, queries of unknown padding, a convolution: if the queries are padded,
+        their pads reach real rows through the convolution's taps. Self-attention is known
+        only as the query and the value being one tensor; equal tensors are not."""
+        warnings.warn(
+            f"{self.name}: a convolution over the attention rows with padded keys (value_mask, key_mask or the "
+            "value's Keras mask) and no word on the queries' padding: if the queries are padded, their pads "
+            "reach real rows through the convolution's taps. Pass query_mask= (all True where the queries have "
+            "no padding; for self-attention, the same mask), or call layer(x, x) with one tensor for both.",
+            stacklevel=3,
+        )
+
+    @property
+    def _overrides_compute_attention(self) -> bool:
+        """A subclass's own `_compute_attention` (perhaps Keras' older signature, without
+        `use_causal_mask`) always gets the causal mask as a mask, as Keras' layer guards it."""
+        return type(self)._compute_attention is not MultiHeadAttention._compute_attention
 
     def _compute_causal_mask(self, query, value=None):
         """Keras' causal mask `(1, query_len, key_len)`, from convatt's one helper (`causal_keep`)."""

@@ -90,6 +90,21 @@ def os_error_reason(e: OSError) -> str:
     return " ".join(str(e).split())[:200] or type(e).__name__
 
 
+def check_writable_directory(path: Path, what: str) -> None:
+    """A ConvattError naming `what` (e.g. an option) unless `path` is, or can be made, a
+    directory this process can write files in: checked by creating it and a probe file, which
+    is removed (permission bits say nothing for root, nor for a read-only file system)."""
+    import tempfile
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        reason = "a file, not a directory" if path.exists() and not path.is_dir() else os_error_reason(e)
+        raise ConvattError(f"{what} {path}: cannot write there ({reason})") from e
+
+
 def _os_error_in(e: BaseException) -> OSError | None:
     """The OSError behind `e` (Keras and h5py wrap them), if any."""
     while e is not None:

@@ -44,7 +44,7 @@ from convatt.rundir.schema import (
     RunResult,
     foreign_entries,
 )
-from convatt.rundir.storage import os_error_reason, run_lock
+from convatt.rundir.storage import check_writable_directory, os_error_reason, run_lock
 from convatt.training.callbacks import CURVE_COLUMNS, HISTORY_COLUMNS, Progress
 from convatt.training.checkpoints import Checkpoints
 from convatt.training.loop import Trainer
@@ -92,6 +92,8 @@ def train_result(
     run.check()
     out = Path(run.out)
     _check_out_dir(out, run)
+    if tensorboard is not None:  # before the run directory is written
+        check_writable_directory(Path(tensorboard), "the TensorBoard log directory (--tensorboard)")
     if (out / RESULT_FILE).exists():
         result = RunResult.load(out)
         _check_finished_model(out)
