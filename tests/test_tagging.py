@@ -46,7 +46,9 @@ def test_tagged_test_file_scores_what_evaluate_reports(ud_run, tmp_path):
     gold, tagged = read_conllu(TEST_FILE), read_conllu(out)
     pairs = [(g, t) for gs, ts in zip(gold, tagged, strict=True) for (_, g), (_, t) in zip(gs, ts, strict=True)]
     accuracy = sum(g == t for g, t in pairs) / len(pairs)
-    assert accuracy == evaluate_run(ud_run)["all"]  # exactly
+    # two programs (`convatt tag`'s chunks against evaluate's batches: other shapes, other float
+    # order): a near tie may flip a token or two; a misaligned or misread file costs hundreds
+    assert accuracy == pytest.approx(evaluate_run(ud_run)["all"], abs=2 / len(pairs))
     # every other column and line as it was
     before = gzip.open(TEST_FILE, "rt").read().strip().split("\n")
     after = out.read_text().strip().split("\n")
