@@ -25,6 +25,7 @@ from conftest import (
     tiny_options,
     train_stopped_in_epoch,
 )
+from float_order import close_to
 
 from convatt.data import load_corpus
 from convatt.errors import ConvattError
@@ -37,17 +38,6 @@ from convatt.training.trainer import train_run
 def read_csv(path):
     with open(path) as f:
         return list(csv.DictReader(f))
-
-
-def close_to(value, rel: float = 1e-4, abs_: float = 1e-6):
-    """`value` with every float inside it (dicts, lists) a pytest.approx of itself."""
-    if isinstance(value, float):
-        return pytest.approx(value, rel=rel, abs=abs_)
-    if isinstance(value, dict):
-        return {k: close_to(v, rel, abs_) for k, v in value.items()}
-    if isinstance(value, list):
-        return [close_to(v, rel, abs_) for v in value]
-    return value
 
 
 def test_tiny_ud_run_beats_the_majority_tag(tiny_ud_runs):
