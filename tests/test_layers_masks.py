@@ -5,8 +5,9 @@ For every modification alone and a few combined, every way a mask reaches the la
 attention_mask that masks keys only), left and right padding, self- and cross-attention,
 with and without use_causal_mask: the padded tokens' content is changed and the real
 positions' outputs must stay as they were. `make test` runs the cases that together hold every
-modification (JAX_CASES of tests/test_layers_multi_head_attention.py); the slow tier each alone. KerasHub's padding_mask through
-convatt.layers.keras_hub_blocks's blocks in tests/test_layers_keras_hub.py."""
+modification (JAX_CASES of tests/test_layers_multi_head_attention.py); the slow tier each alone.
+KerasHub's padding_mask through convatt.layers.keras_hub_blocks's blocks in
+tests/test_layers_keras_hub.py."""
 
 from __future__ import annotations
 
