@@ -106,6 +106,7 @@ def test_bad_requests_are_one_line_and_exit_2(charlm_run, convatt, tmp_path, arg
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # a timing benchmark; cached = whole-prefix decoding: the first test
 def test_the_decoding_benchmark_prints_both_rates_and_their_ratio(capsys):
     from convatt.speed.generation import main
 
@@ -122,6 +123,7 @@ def _lm_samples():
     return lm_samples
 
 
+@pytest.mark.slow  # decoding every test prompt twice; the CLI's both ways: the test above
 def test_the_samples_script_writes_each_test_prompts_text_cached_and_by_the_whole_prefix(charlm_run, tmp_path):
     from convatt.data.char_text import split_text
     from convatt.data.ud import read_ud

@@ -23,8 +23,8 @@ TEST_FILE = LINES / "en_lines-ud-test.conllu.gz"
 
 
 @pytest.fixture(scope="module")
-def ud_run(tiny_ud_runs):
-    return tiny_ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed1"
+def ud_run(tiny_ud_run):
+    return tiny_ud_run
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +181,7 @@ def test_raw_text_is_tokenised_split_and_parses_back(ud_run):
     assert "warning" not in r.stderr
 
 
+@pytest.mark.slow  # a tagging process; the readers in-process: tests/test_tokenize.py
 def test_whitespace_tokens_that_carry_punctuation_are_warned_about(ud_run):
     r = convatt("tag", ud_run, "--format", "text", "--tokenizer", "none", input="The dog. barks\n")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -188,6 +189,7 @@ def test_whitespace_tokens_that_carry_punctuation_are_warned_about(ud_run):
     assert "warning: 1 token(s) still carry punctuation (e.g. 'dog.')" in r.stderr
 
 
+@pytest.mark.slow  # a tagging process; the readers in-process: tests/test_tokenize.py
 def test_vertical_input_with_an_ignored_second_column(ud_run, tmp_path):
     (tmp_path / "v.txt").write_text("The\tDET\ndog\nbarks\tX\n\n\nIt\nrains\n")
     r = convatt("tag", ud_run, "--format", "vertical", "--input", tmp_path / "v.txt")
@@ -222,6 +224,7 @@ def test_the_python_api_tags_as_the_cli_does(ud_run):
     assert [s.pairs() for s in listed] == [s.pairs() for s in doc]
 
 
+@pytest.mark.slow  # tagging processes on a terminal
 def test_progress_is_shown_on_a_terminal_only(ud_run, tmp_path):
     import os
     import pty

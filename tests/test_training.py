@@ -40,9 +40,9 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
-def test_tiny_ud_run_beats_the_majority_tag(tiny_ud_runs):
+def test_tiny_ud_run_beats_the_majority_tag(tiny_ud_run):
     """The shared tiny UD run of SAN+PE[add] learned to tag: 10 points above the majority tag."""
-    run = tiny_ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed1"
+    run = tiny_ud_run
     result = json.loads((run / "result.json").read_text())
     limit = TAGGING_UD_SIZE["limit"]
     corpus = load_corpus("ud", LINES)
@@ -262,7 +262,7 @@ def _signalled_in_epoch_2(run: Path, signum: int) -> list[str]:
     return lines + out.splitlines()
 
 
-@pytest.mark.slow  # two processes signalled; the stop flag in-process: test_a_run_stopped_in_epoch_2_...
+@pytest.mark.slow  # two processes signalled; the stop flag in-process: the test above it
 def test_a_signal_leaves_a_resumable_directory(tmp_path):
     """Both signals take the stop flag's path: the run stops even though the process
     swallows the KeyboardInterrupt (a handler that only raised it would run on, exit 0).
@@ -280,6 +280,7 @@ def test_a_signal_leaves_a_resumable_directory(tmp_path):
     assert not (run / "result.json").exists() and not (run / ".lock").exists()
 
 
+@pytest.mark.slow  # a run of its own; the policies' training step: tests/test_model.py
 def test_a_mixed_bfloat16_run_trains_and_is_recorded(tmp_path):
     from convatt.rundir.schema import RunConfig
 
