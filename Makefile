@@ -364,12 +364,12 @@ test test-all: $(VENV_STAMP)
 	echo "make $@: all three parts passed"
 
 # The numeric tests (what a backend computes: the layers against their references, the tagger,
-# the fast path against the baseline, cached against whole-prefix decoding, a killed run resumed)
+# the fast path against the baseline, cached against whole-prefix decoding, a stopped run resumed)
 # with the kernels and threads varied: TensorFlow with oneDNN off and on, one and two intra-op
 # threads each; JAX (XLA's CPU) with one and two. Every combination runs whatever the one before
 # gave; the failed ones are named at the end.
 NUMERIC_BOTH := $(LAYER_TESTS) tests/test_generate.py::test_cached_greedy_decoding_is_whole_prefix_decoding \
-	tests/test_training.py::test_killed_run_resumes_to_the_same_result_and_evaluates_to_it
+	tests/test_training.py::test_a_run_stopped_in_epoch_2_resumes_to_the_uninterrupted_result
 NUMERIC_TF := tests/test_model.py tests/test_bench.py $(NUMERIC_BOTH)
 .PHONY: test-all test-numerics
 test-numerics: $(VENV_STAMP)
