@@ -24,8 +24,10 @@
 #                       (seed: the first of SEEDS), cached and by the whole prefix, and its table's copy in docs/results/char_lm.md
 #   make status         how many runs of each grid are finished (and queued/running on Slurm),
 #                       each unfinished run's epoch and best dev accuracy so far
-#   make test           the test suite (TensorFlow, then the layer tests not marked tf_only and
-#                       the training tests marked jax_too again on JAX)
+#   make test           the test suite without its slow tier (TensorFlow, then the layer tests not
+#                       marked tf_only and the training tests marked jax_too again on JAX)
+#   make test-all       the same with the slow tier (what CI runs, docs/contributing.md)
+#   make test-numerics  the numeric tests with oneDNN off and on, one and two threads
 #   make lint           ruff check and format check; make format applies them
 #   make venv           the virtual environment .venv (everything else builds it first)
 #
@@ -104,7 +106,7 @@ GPUS         ?=
 EXTRAS       ?= dev,hub
 # with KERAS_BACKEND=jax, compiled programs are kept here for later runs of the same shapes, empty: off; e.g. JAX_CACHE=
 JAX_CACHE    ?= $(abspath $(RUNS))/.jax-cache
-# pytest workers of `make test` (auto: one per CPU core); e.g. TEST_WORKERS=1
+# pytest workers of `make test`, `test-all` and `test-numerics` (auto: one per CPU core); e.g. TEST_WORKERS=1
 TEST_WORKERS ?= auto
 # runs at once, the same as make -j JOBS; e.g. JOBS=2
 JOBS         ?=
@@ -377,12 +379,12 @@ test-numerics: $(VENV_STAMP)
 	part() { name=$$1; shift; echo "---- $@, $$name: $$*"; "$$@" || failed="$$failed, $$name"; }; \
 	for onednn in 0 1; do for threads in 1 2; do \
 	  part "TensorFlow oneDNN=$$onednn threads=$$threads" env KERAS_BACKEND=tensorflow TF_ENABLE_ONEDNN_OPTS=$$onednn \
-	    TF_NUM_INTRAOP_THREADS=$$threads $(PYTEST) -m "not slow and not tf_only" $(NUMERIC_TF); \
+	    TF_NUM_INTRAOP_THREADS=$$threads $(PYTEST) $(PYTEST_PARALLEL) -m "not slow and not tf_only" $(NUMERIC_TF); \
 	done; done; \
 	for threads in 1 2; do \
 	  part "JAX threads=$$threads" env KERAS_BACKEND=jax \
 	    XLA_FLAGS="--xla_cpu_multi_thread_eigen=$$([ $$threads = 1 ] && echo false || echo true) intra_op_parallelism_threads=$$threads" \
-	    $(PYTEST) -m "not slow and not tf_only" $(NUMERIC_BOTH); \
+	    $(PYTEST) $(PYTEST_PARALLEL) -m "not slow and not tf_only" $(NUMERIC_BOTH); \
 	done; \
 	if [ -n "$$failed" ]; then echo "make $@: FAILED: $${failed#, }"; exit 1; fi; \
 	echo "make $@: every combination passed"
