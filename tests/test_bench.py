@@ -64,6 +64,7 @@ def test_fast_tagger_matches_the_straightforward_port(variant, preset):
         np.testing.assert_allclose(grad / scale, expected[path] / scale, atol=1e-5, err_msg=path)
 
 
+@pytest.mark.slow  # the bench's timing output; the fast path's numbers: the first test
 def test_run_benchmark_prints_the_speedup_line():
     lines = []
     result = run_benchmark(

@@ -168,6 +168,7 @@ def test_columns_the_model_did_not_predict_are_emptied_and_conllu_parses_the_out
         ]
 
 
+@pytest.mark.slow  # a tagging process; tokenising in-process: tests/test_tokenize.py, tagging: the tests above
 def test_raw_text_is_tokenised_split_and_parses_back(ud_run):
     r = convatt("tag", ud_run, "--format", "text", input="Raw text. Don't you're sure?\n\nNew paragraph")
     assert r.returncode == 0, r.stderr[-2000:]
