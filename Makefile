@@ -24,8 +24,10 @@
 #                       (seed: the first of SEEDS), cached and by the whole prefix, and its table's copy in docs/results/char_lm.md
 #   make status         how many runs of each grid are finished (and queued/running on Slurm),
 #                       each unfinished run's epoch and best dev accuracy so far
-#   make test           the test suite (TensorFlow, then the layer tests not marked tf_only and
-#                       the training tests marked jax_too again on JAX)
+#   make test           the test suite without its slow tier (TensorFlow, then the layer tests not
+#                       marked tf_only and the training tests marked jax_too again on JAX)
+#   make test-all       the same with the slow tier (what CI runs, docs/contributing.md)
+#   make test-numerics  the numeric tests with oneDNN off and on, one and two threads
 #   make lint           ruff check and format check; make format applies them
 #   make venv           the virtual environment .venv (everything else builds it first)
 #
@@ -104,7 +106,7 @@ GPUS         ?=
 EXTRAS       ?= dev,hub
 # with KERAS_BACKEND=jax, compiled programs are kept here for later runs of the same shapes, empty: off; e.g. JAX_CACHE=
 JAX_CACHE    ?= $(abspath $(RUNS))/.jax-cache
-# pytest workers of `make test` (auto: one per CPU core); e.g. TEST_WORKERS=1
+# pytest workers of `make test`, `test-all` and `test-numerics` (auto: one per CPU core); e.g. TEST_WORKERS=1
 TEST_WORKERS ?= auto
 # runs at once, the same as make -j JOBS; e.g. JOBS=2
 JOBS         ?=
@@ -346,14 +348,46 @@ LAYER_TESTS := $(wildcard tests/test_layers_*.py)
 JAX_TRAINING_TESTS := tests/test_training.py tests/test_tagging.py tests/test_generate.py
 # pytest-xdist: a test file's tests stay in one worker (its module fixtures are built once)
 PYTEST_PARALLEL := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
-test: $(VENV_STAMP)
-	KERAS_BACKEND=tensorflow $(VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) tests
-ifneq ($(LAYER_TESTS),)
-	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) -m "not tf_only" $(LAYER_TESTS)
-else
-	@echo "no tests/test_layers_*.py: nothing to run on JAX"
-endif
-	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) -m jax_too $(JAX_TRAINING_TESTS)
+# every part prints its 15 slowest tests, so that creeping time is seen
+PYTEST := $(VENV)/bin/python -m pytest -q --durations=15
+# make test leaves out the tests marked slow; make test-all runs them too
+test: SLOW := not slow
+test-all: SLOW :=
+# $(1): a marker expression or nothing; with SLOW: both
+select = $(if $(1)$(SLOW),-m "$(strip $(1) $(if $(1),$(if $(SLOW),and)) $(SLOW))")
+# The three parts, each whatever the one before gave; at the end the failed ones are named.
+test test-all: $(VENV_STAMP)
+	@failed=""; \
+	part() { name=$$1; shift; echo "---- $@, $$name: $$*"; "$$@" || failed="$$failed, $$name"; }; \
+	part "TensorFlow" env KERAS_BACKEND=tensorflow $(PYTEST) $(PYTEST_PARALLEL) $(call select,) tests; \
+	part "JAX layers" env KERAS_BACKEND=jax $(PYTEST) $(PYTEST_PARALLEL) $(call select,not tf_only) $(LAYER_TESTS); \
+	part "JAX training" env KERAS_BACKEND=jax $(PYTEST) $(PYTEST_PARALLEL) $(call select,jax_too) $(JAX_TRAINING_TESTS); \
+	if [ -n "$$failed" ]; then echo "make $@: FAILED: $${failed#, }"; exit 1; fi; \
+	echo "make $@: all three parts passed"
+
+# The numeric tests (what a backend computes: the layers against their references, the tagger,
+# the fast path against the baseline, cached against whole-prefix decoding, a stopped run resumed)
+# with the kernels and threads varied: TensorFlow with oneDNN off and on, one and two intra-op
+# threads each; JAX (XLA's CPU) with one and two. Every combination runs whatever the one before
+# gave; the failed ones are named at the end.
+NUMERIC_BOTH := $(LAYER_TESTS) tests/test_generate.py::test_cached_greedy_decoding_is_whole_prefix_decoding \
+	tests/test_training.py::test_a_run_stopped_in_epoch_2_resumes_to_the_uninterrupted_result
+NUMERIC_TF := tests/test_model.py tests/test_bench.py $(NUMERIC_BOTH)
+.PHONY: test-all test-numerics
+test-numerics: $(VENV_STAMP)
+	@failed=""; \
+	part() { name=$$1; shift; echo "---- $@, $$name: $$*"; "$$@" || failed="$$failed, $$name"; }; \
+	for onednn in 0 1; do for threads in 1 2; do \
+	  part "TensorFlow oneDNN=$$onednn threads=$$threads" env KERAS_BACKEND=tensorflow TF_ENABLE_ONEDNN_OPTS=$$onednn \
+	    TF_NUM_INTRAOP_THREADS=$$threads $(PYTEST) $(PYTEST_PARALLEL) -m "not slow and not tf_only" $(NUMERIC_TF); \
+	done; done; \
+	for threads in 1 2; do \
+	  part "JAX threads=$$threads" env KERAS_BACKEND=jax \
+	    XLA_FLAGS="--xla_cpu_multi_thread_eigen=$$([ $$threads = 1 ] && echo false || echo true) intra_op_parallelism_threads=$$threads" \
+	    $(PYTEST) $(PYTEST_PARALLEL) -m "not slow and not tf_only" $(NUMERIC_BOTH); \
+	done; \
+	if [ -n "$$failed" ]; then echo "make $@: FAILED: $${failed#, }"; exit 1; fi; \
+	echo "make $@: every combination passed"
 
 # ruff (configured in pyproject.toml): lint and format check, no changes; `make format` applies them
 LINT_PATHS := convatt experiments tests

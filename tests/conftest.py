@@ -156,17 +156,14 @@ def built_once(tmp_path_factory, name: str, builds: dict[str, Callable[[Path], N
     temporary directory, under that path's file lock; the others wait, then read the same
     directory (its tests only read it). The workers take the paths in opposite orders: two
     that need the directory at once train different runs side by side, neither idle until
-    the other has trained them all. Without xdist: a directory of this session's own."""
+    the other has trained them all. Paths already built (by another fixture) are not built again."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker is None:
-        directory = tmp_path_factory.mktemp(name)
-        for path, build in builds.items():
-            build(directory / path)
-        return directory
-    shared = tmp_path_factory.getbasetemp().parent  # one per session, beside each worker's own
+    # one per session, beside each worker's own; without xdist the session's own, so that two
+    # fixtures building paths of the same directory (one a subset of the other's) share them
+    shared = tmp_path_factory.getbasetemp() if worker is None else tmp_path_factory.getbasetemp().parent
     directory, marks = shared / name, shared / f"{name}.marks"  # marks: kept out of the runs root
     marks.mkdir(exist_ok=True)
-    order = list(builds) if int(worker.removeprefix("gw")) % 2 == 0 else list(reversed(builds))
+    order = list(builds) if int((worker or "gw0").removeprefix("gw")) % 2 == 0 else list(reversed(builds))
     for path in order:
         mark = marks / path.replace("/", "-")
         with FileLock(f"{mark}.lock"):
@@ -216,12 +213,22 @@ def _tiny_ud_run(variant: str) -> Callable[[Path], None]:
     return lambda out: train_run(options(out), log=lambda s: None)
 
 
+def _ud_run_path(variant: str) -> str:
+    return f"ud/UD_English-LinES/{variant}/seed1"
+
+
 @pytest.fixture(scope="session")
 def tiny_ud_runs(tmp_path_factory) -> Path:
     """A runs root `ud/UD_English-LinES/<variant>/seed1/` of real tiny UD runs, one per variant of
     INSPECT_VARIANTS (SAN+PE[add]: 2 epochs on 300 sentences, so that it tags; the others 1 on 64)."""
-    builds = {f"ud/UD_English-LinES/{v}/seed1": _tiny_ud_run(v) for v in INSPECT_VARIANTS}
-    return built_once(tmp_path_factory, "ud-runs", builds)
+    return built_once(tmp_path_factory, "ud-runs", {_ud_run_path(v): _tiny_ud_run(v) for v in INSPECT_VARIANTS})
+
+
+@pytest.fixture(scope="session")
+def tiny_ud_run(tmp_path_factory) -> Path:
+    """`tiny_ud_runs`' SAN+PE[add] run alone (the one that tags), for the tests that need no other."""
+    root = built_once(tmp_path_factory, "ud-runs", {_ud_run_path("san-pe-add"): _tiny_ud_run("san-pe-add")})
+    return root / _ud_run_path("san-pe-add")
 
 
 @contextlib.contextmanager

@@ -115,7 +115,7 @@ def _check_saving(model: keras.Model, model_inputs: list, layer: keras.layers.La
     model.save(path)
     loaded = keras.models.load_model(path)  # registered: no custom_objects needed
     for a, b in zip(to_numpy(loaded(model_inputs)), before):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, b)  # exactly: the same eager program on copied weights
     assert loaded.get_layer(layer.name).dtype_policy.name == layer.dtype_policy.name
     for a, b in zip(model.weights, loaded.weights):
         assert a.path == b.path

@@ -80,6 +80,7 @@ def test_quick_run_in_process_with_the_cases_chosen():
         assert "memory: under JAX only" in markdown
 
 
+@pytest.mark.slow  # a JAX process compiling every modification; in-process: the quick run above
 def test_cli_under_jax_writes_the_memory_of_every_modification(tmp_path):
     """The command end to end in a JAX process (the memory analysis), every modification, its CSV read back."""
     out = tmp_path / "attention.csv"

@@ -64,6 +64,7 @@ def test_fast_tagger_matches_the_straightforward_port(variant, preset):
         np.testing.assert_allclose(grad / scale, expected[path] / scale, atol=1e-5, err_msg=path)
 
 
+@pytest.mark.slow  # the bench's timing output; the fast path's numbers: the first test
 def test_run_benchmark_prints_the_speedup_line():
     lines = []
     result = run_benchmark(
@@ -85,6 +86,7 @@ def test_run_benchmark_prints_the_speedup_line():
 
 
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
+@pytest.mark.slow  # the bench's timing output; the policies' numbers: tests/test_model.py
 def test_run_benchmark_prints_the_mixed_precision_speedup(precision):
     lines = []
     result = run_benchmark(
@@ -108,6 +110,7 @@ def test_run_benchmark_prints_the_mixed_precision_speedup(precision):
         run_benchmark(precision="bfloat16")
 
 
+@pytest.mark.slow  # the bench's timing output; the fast path's numbers: the first test
 def test_variants_beyond_the_port_are_timed_against_san_pe_add_with_memory():
     """Issue 16's variants are not in the port: the reference is SAN+PE[add] by build_tagger, in the
     same process; memory comes from two processes of their own."""
@@ -135,6 +138,7 @@ def test_variants_beyond_the_port_are_timed_against_san_pe_add_with_memory():
     assert result["speedup"] == pytest.approx(result["reference"]["step_s"] / result["tagger"]["step_s"])
 
 
+@pytest.mark.slow  # the bench's timing output; the fast path's numbers: the first test
 def test_a_paper_variant_against_san_pe_add():
     lines = []
     result = run_benchmark(

@@ -57,6 +57,7 @@ def resumed_lines(lines: list[str], damaged: str) -> None:
     assert any(line.startswith("resuming from epoch 1") for line in lines)
 
 
+@pytest.mark.slow  # a resumed run; the previous checkpoint kept: the test above
 def test_a_damaged_last_state_resumes_from_the_previous_checkpoint(run_copy):
     """Epoch 2 trained and checkpointed again (the run stopped in epoch 3; the next test finishes one)."""
     truncate(run_copy / "checkpoint" / "state.json")
@@ -64,6 +65,7 @@ def test_a_damaged_last_state_resumes_from_the_previous_checkpoint(run_copy):
     assert json.loads((run_copy / "checkpoint" / "state.json").read_text())["epoch"] == 2
 
 
+@pytest.mark.slow  # a resumed run; the previous checkpoint kept: the first test
 def test_a_damaged_last_model_resumes_from_the_previous_checkpoint_and_finishes(run_copy):
     truncate(run_copy / "checkpoint" / "epoch-2.keras")
     lines = []

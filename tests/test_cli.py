@@ -7,6 +7,7 @@ from cli_process import convatt
 from conftest import LINES, PTB_SAMPLE_FILES, ROOT
 
 
+@pytest.mark.slow  # a process; Table 1c's counts in-process: tests/test_model.py
 def test_params_prints_table_1c():
     r = convatt("params", "--preset", "ptb", "--n-words", 20002, "--n-chars", 84, "--n-labels", 47)
     assert r.returncode == 0, r.stderr
@@ -117,6 +118,7 @@ def test_a_tensorboard_directory_that_cannot_be_written_is_refused_before_the_ru
     assert not (tmp_path / "run").exists()  # nothing written
 
 
+@pytest.mark.slow  # two processes; the readers' file and line in-process: tests/test_readers_errors.py
 def test_a_corrupt_treebank_names_file_and_line(tmp_path):
     bank = tmp_path / "UD_English-LinES"
     bank.mkdir()
@@ -132,6 +134,7 @@ def test_a_corrupt_treebank_names_file_and_line(tmp_path):
     assert "Traceback" in debug.stderr
 
 
+@pytest.mark.slow  # a process; the readers' file and line in-process: tests/test_readers_errors.py
 def test_unbalanced_mrg_names_file_and_line(tmp_path):
     for f in sorted(PTB_SAMPLE_FILES.glob("wsj_*.mrg")):
         (tmp_path / f.name).write_text(f.read_text())
@@ -141,6 +144,7 @@ def test_unbalanced_mrg_names_file_and_line(tmp_path):
     assert r.returncode == 2 and "wsj_0003.mrg:" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow  # a process starting the backend loudly
 def test_debug_shows_the_backends_start_up_and_still_works():
     """Without --debug the start-up lines are hidden: see test_params_prints_table_1c."""
     loud = convatt("--debug", "params", "--preset", "ud", "--n-words", 50, "--n-chars", 9, "--n-labels", 5)

@@ -15,6 +15,7 @@ from convatt.model.variants import CHARLM_VARIANTS
 from convatt.sequence.config import make_sequence_config
 from convatt.sequence.model import build_causal_model
 from tests.conftest import ROOT
+from tests.float_order import assert_clear_choices
 from tests.test_sequence_tasks import LINES, tiny_run
 
 N_SYMBOLS, MAX_LEN = 12, 16
@@ -32,7 +33,8 @@ def test_cached_greedy_decoding_is_whole_prefix_decoding(variant):
     prompt = [2, 5, 3, 7]
     cached = generate(steps, prompt, MAX_LEN + 1 - len(prompt), Sampling(greedy=True))
     whole = generate(steps, prompt, MAX_LEN + 1 - len(prompt), Sampling(greedy=True), use_cache=False)
-    assert cached.ids == whole.ids
+    assert_clear_choices([steps.whole_prefix_logits(prompt + whole.ids[:k]) for k in range(len(whole.ids))])
+    assert cached.ids == whole.ids  # exactly: every choice is clear of float order (above)
     ids = prompt + cached.ids[:-1]
     assert len(set(ids)) > 3, "a varied text: the comparison says something"
     np.testing.assert_allclose(steps.cached_logits(ids[-1:], len(ids) - 1), steps.whole_prefix_logits(ids), atol=1e-4)
@@ -107,6 +109,7 @@ def test_bad_requests_are_one_line_and_exit_2(charlm_run, convatt, tmp_path, arg
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # a timing benchmark; cached = whole-prefix decoding: the first test
 def test_the_decoding_benchmark_prints_both_rates_and_their_ratio(capsys):
     from convatt.speed.generation import main
 
@@ -123,6 +126,7 @@ def _lm_samples():
     return lm_samples
 
 
+@pytest.mark.slow  # decoding every test prompt twice; the CLI's both ways: the test above
 def test_the_samples_script_writes_each_test_prompts_text_cached_and_by_the_whole_prefix(charlm_run, tmp_path):
     from convatt.data.char_text import split_text
     from convatt.data.ud import read_ud

@@ -11,6 +11,10 @@ from convatt.errors import ConvattError
 from convatt.inference import inspection
 from convatt.inference.loading import load_run
 
+# Five tiny UD runs of their own variants, inspected: the slow tier. `convatt inspect`'s bad
+# inputs are in tests/test_bad_inputs.py (make test).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def runs(tiny_ud_runs):

@@ -40,13 +40,14 @@ def _layer(options: dict) -> MultiHeadAttention:
     return layer
 
 
-# Under JAX (`make test` deselects tf_only there) the variants that together hold every
-# modification, before and after the softmax; TensorFlow runs each.
-JAX_VARIANTS = {"plain", "all_post", "all_pre_1d", "conv2d_pre_mta"}
+# The variants that together hold every modification, before and after the softmax: `make test`
+# runs them on both backends; the others (each modification apart) are in the slow tier.
+COVERING_VARIANTS = {"plain", "conv1d", "all_post", "all_pre_1d", "conv2d_pre_mta"}
 
 
 def variant_params(names) -> list:
-    return [pytest.param(name, marks=() if name in JAX_VARIANTS else pytest.mark.tf_only) for name in names]
+    slow_apart = (pytest.mark.tf_only, pytest.mark.slow)
+    return [pytest.param(name, marks=() if name in COVERING_VARIANTS else slow_apart) for name in names]
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ def test_the_page_has_examples():
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 @pytest.mark.tf_only
+@pytest.mark.slow  # some train a model; what the layers compute: their own tests
 def test_example_runs(index, capsys):
     block = BLOCKS[index]
     needs = re.match(r"# needs: (\w+)", block)

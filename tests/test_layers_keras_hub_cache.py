@@ -10,6 +10,7 @@ keras_hub = pytest.importorskip("keras_hub")
 from keras import ops  # noqa: E402
 
 from convatt.layers.keras_hub_blocks import TransformerDecoder  # noqa: E402
+from tests.float_order import assert_clear_choices  # noqa: E402
 
 D, LENGTH, VOCAB, ENCODER = 16, 6, 11, 5
 DECODER_OPTIONS = {
@@ -184,7 +185,9 @@ class TinyCausalLM(keras_hub.models.CausalLM):
 def _greedy_without_cache(model, prompt: np.ndarray, prompt_len: int) -> np.ndarray:
     tokens = prompt.copy()
     for i in range(prompt_len, LENGTH):
-        tokens[:, i] = ops.convert_to_numpy(model(tokens))[:, i - 1].argmax(-1)
+        logits = ops.convert_to_numpy(model(tokens))[:, i - 1]
+        assert_clear_choices(logits)  # so that the cached run's ids may be compared exactly
+        tokens[:, i] = logits.argmax(-1)
     return tokens
 
 

@@ -4,8 +4,10 @@ For every modification alone and a few combined, every way a mask reaches the la
 (the inputs' Keras masks; query_mask / value_mask / key_mask; a rank-3 or rank-4
 attention_mask that masks keys only), left and right padding, self- and cross-attention,
 with and without use_causal_mask: the padded tokens' content is changed and the real
-positions' outputs must stay as they were. KerasHub's padding_mask through
-convatt.layers.keras_hub_blocks's blocks in tests/test_layers_keras_hub.py."""
+positions' outputs must stay as they were. `make test` runs the cases that together hold every
+modification (JAX_CASES of tests/test_layers_multi_head_attention.py); the slow tier each alone.
+KerasHub's padding_mask through convatt.layers.keras_hub_blocks's blocks in
+tests/test_layers_keras_hub.py."""
 
 from __future__ import annotations
 
@@ -16,13 +18,13 @@ import keras
 import numpy as np
 import pytest
 from layer_harness import randomize
-from test_layers_multi_head_attention import EVERY, case_param, switch_convolutions_on
+from test_layers_multi_head_attention import EVERY, matrix_case_param, switch_convolutions_on
 
 from convatt.layers import MultiHeadAttention
 
 B, T, S, D, H, K = 2, 9, 7, 8, 2, 4  # query length T, memory (cross-attention keys) length S
 PADS = (3, 1)  # padded tokens of the two sequences of a batch
-CASES = [case_param(name) for name in ("none", *EVERY) if name not in ("R-circulant", "Conv2d-2x9")]
+CASES = [matrix_case_param(name) for name in ("none", *EVERY) if name not in ("R-circulant", "Conv2d-2x9")]
 
 
 def real_tokens(length: int, side: str) -> np.ndarray:

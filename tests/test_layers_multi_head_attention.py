@@ -64,6 +64,15 @@ def case_param(name: str, *values) -> object:
     return pytest.param(name, *values, marks=() if name in JAX_CASES else pytest.mark.tf_only)
 
 
+def matrix_case_param(name: str, *values) -> object:
+    """`case_param` for a test that runs a whole matrix per case (every mask form, side, ...):
+    unless `name` is in JAX_CASES, which together hold every modification, marked slow too:
+    `make test` runs the covering cases on both backends, `make test-all` each case alone too."""
+    if name in JAX_CASES:
+        return pytest.param(name, *values)
+    return pytest.param(name, *values, marks=(pytest.mark.tf_only, pytest.mark.slow))
+
+
 CAUSAL_CALLS = {
     "use_causal_mask": lambda layer, x: layer(x, x, use_causal_mask=True),
     "lower-triangular attention_mask": lambda layer, x: layer(

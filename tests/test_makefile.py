@@ -317,9 +317,34 @@ def test_gpu_slots_give_concurrent_jobs_different_gpus(tmp_path):
     assert plain.stdout == "plain\n"
 
 
-def test_ci_runs_make_test():
+def test_ci_runs_make_test_all():
     text = (ROOT / ".ci" / "run").read_text()
-    assert "set -euo pipefail" in text and "make test" in text
+    assert "set -euo pipefail" in text and "make test-all" in text and "make lint" in text
+
+
+FAKE_PYTHON = """#!/bin/sh
+echo "$KERAS_BACKEND $*" >> "$(dirname "$0")/calls"
+[ "$KERAS_BACKEND" = "$FAIL_BACKEND" ] && exit 1
+exit 0
+"""
+
+
+@pytest.mark.parametrize("target", ["test", "test-all"])
+def test_make_test_runs_every_part_and_names_the_failed_ones(venv, tmp_path, target):
+    """A part that fails stops neither of the others; the target fails at the end, naming it.
+    `make test` leaves out the slow tier, `make test-all` runs it; each prints its slowest 15."""
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").write_text(FAKE_PYTHON)
+    (venv / "bin" / "python").chmod(0o755)
+    done = make(target, tmp=tmp_path, venv=venv, dry=False, check=False, env={"FAIL_BACKEND": "tensorflow"})
+    assert done.returncode != 0 and f"make {target}: FAILED: TensorFlow" in done.stdout, done.stdout
+    calls = (venv / "bin" / "calls").read_text().splitlines()
+    assert [c.split()[0] for c in calls] == ["tensorflow", "jax", "jax"]
+    assert all("-m pytest -q --durations=15" in c for c in calls)
+    assert all(("not slow" in c) == (target == "test") for c in calls), calls
+    assert "-m not tf_only" in calls[1] and "-m jax_too" in calls[2]
+    passed = make(target, tmp=tmp_path, venv=venv, dry=False, check=False, env={"FAIL_BACKEND": "none"})
+    assert passed.returncode == 0 and f"make {target}: all three parts passed" in passed.stdout
 
 
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "reference").is_dir(), reason="needs ../shared")

@@ -187,7 +187,10 @@ def test_mixed_precision_tagger(policy, tmp_path):
     again = _eager(keras.saving.load_model(tmp_path / "m.keras"))
     assert again.get_layer("attention_1").dtype_policy.name == policy
     assert again.get_layer("attention_1")._conv.dtype_policy.name == policy
-    np.testing.assert_array_equal(again.predict_on_batch(x), model.predict_on_batch(x))
+    # two programs (the reloaded model eager, the original traced): oneDNN may round float16 in
+    # another order (an ulp, 2^-11, moves a probability by far less than 5e-4); a weight lost
+    # in the file moves them by 1e-2 and more
+    np.testing.assert_allclose(again.predict_on_batch(x), model.predict_on_batch(x), atol=5e-4)
 
 
 def test_unknown_precision_is_refused():

@@ -35,6 +35,7 @@ def test_evaluate_reads_the_moved_corpus_from_data(runs):
     assert evaluate_run(moved, new_place, "dev") == evaluate_run(run, None, "dev")
 
 
+@pytest.mark.slow  # inspect's statistics of a run; the moved corpus found: the evaluate test above
 def test_inspect_reads_the_moved_corpus_from_data(runs, tmp_path, capsys):
     """The statistics of the moved run's dev split, read from --data, are the unmoved run's."""
     from convatt.inference.inspection import attention_statistics

@@ -1,5 +1,7 @@
 """The notebooks run headless through papermill, with their parameters injected, on the real tiny
-runs of the `tiny_runs` / `tiny_ud_runs` fixtures."""
+runs of the `tiny_runs` / `tiny_ud_runs` fixtures. Running them is the slow tier's (a kernel
+process each, importing the backend); the tables and figures they show are tested in-process
+(tests/test_tables.py, tests/test_plots.py, tests/test_inspection.py)."""
 
 from __future__ import annotations
 
@@ -69,6 +71,7 @@ def no_backend_noise(nb) -> None:
         assert noise not in everything
 
 
+@pytest.mark.slow
 def test_learning_curves_notebook_draws_table2a_and_figure2(tiny_runs, monkeypatch, tmp_path):
     nb = execute("learning_curves", tiny_runs, monkeypatch, tmp_path, INCLUDE_RUNNING=True)
     assert "4 finished runs, 0 running" in streams(nb, "stdout")
@@ -79,6 +82,7 @@ def test_learning_curves_notebook_draws_table2a_and_figure2(tiny_runs, monkeypat
     assert "SAN+PE[add]+Conv2d" in text  # the numbers behind the lines, one column per variant
 
 
+@pytest.mark.slow
 def test_results_notebook_shows_the_tables_beside_the_paper(tiny_runs, monkeypatch, tmp_path):
     nb = execute("results", tiny_runs, monkeypatch, tmp_path)
     markdown = "\n".join(outputs(nb, "text/markdown"))
@@ -88,6 +92,7 @@ def test_results_notebook_shows_the_tables_beside_the_paper(tiny_runs, monkeypat
     no_backend_noise(nb)
 
 
+@pytest.mark.slow
 def test_inspect_notebook_sets_variants_side_by_side(tiny_ud_runs, monkeypatch, tmp_path):
     nb = execute("inspect", tiny_ud_runs, monkeypatch, tmp_path)
     assert "5 finished runs" in streams(nb, "stdout")

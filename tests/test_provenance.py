@@ -118,6 +118,7 @@ def test_this_platform_names_its_packages():
 @pytest.mark.skipif(
     not (sys.platform.startswith("linux") and platform.machine() == "x86_64"), reason="oneDNN: Linux x86"
 )
+@pytest.mark.slow  # two TensorFlow processes
 def test_onednn_as_tensorflow_runs_it():
     """TF_ENABLE_ONEDNN_OPTS decides where set (real processes: TensorFlow reads it once)."""
     script = "from convatt.rundir.provenance import onednn_state; print(onednn_state('tensorflow'))"

@@ -2,9 +2,11 @@
 
 import re
 
+import pytest
 from conftest import ROOT
 
 
+@pytest.mark.slow  # the README's examples train a run; the layers': tests/test_layers_*.py
 def test_readme_python_examples_run(capsys):
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
     assert blocks, "the README has no python example"

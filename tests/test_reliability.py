@@ -282,6 +282,7 @@ def test_a_file_where_a_directory_should_be_is_one_line(tmp_path):
     one_line_error(r, str(tmp_path / "file"), "Not a directory")
 
 
+@pytest.mark.slow  # a training process under a file size limit; a full disk's one line: test_bad_inputs.py
 def test_a_full_disk_is_one_line_naming_the_file_and_leaves_no_tmp(tmp_path):
     """RLIMIT_FSIZE makes writes past 1 MB fail (EFBIG), as a full disk fails them (ENOSPC)."""
 

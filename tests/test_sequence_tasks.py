@@ -158,8 +158,21 @@ def test_a_toy_run_stopped_in_epoch_2_resumes_to_the_same_result(tmp_path, monke
         assert (tmp_path / "stopped" / name).exists(), name
     records = load_records(tmp_path / "stopped")  # read back as the tables and plots read it
     assert len(records.runs) == 1 and list(records.curves["step"]) == [1, 2, 3, 4]
-    assert records.runs["test_all"].iloc[0] == whole["test"]["all"]
+    assert records.runs["test_all"].iloc[0] == resumed["test"]["all"]  # its result.json read back: a copy
     assert "dev_bits_per_symbol" in records.curves.columns
+
+
+def test_a_tiny_toy_run_writes_what_the_tables_read(tmp_path):
+    """The toy preset's tiny real run in `make test` (stopped and resumed: the slow test above)."""
+    from convatt.results.frames import load_records
+    from convatt.training.trainer import train_run
+
+    spec = write_spec(tmp_path / "spec.json", SMALL)
+    result = train_run(tiny_run("toy", spec, tmp_path / "run", epochs=1), log=lambda line: None)
+    assert result["epochs_run"] == 1 and 0 <= result["test"]["all"] <= 1
+    records = load_records(tmp_path / "run")  # read back as the tables and plots read it
+    assert len(records.runs) == 1 and list(records.curves["step"]) == [1, 2]
+    assert records.runs["test_all"].iloc[0] == result["test"]["all"]  # its result.json read back: a copy
 
 
 @pytest.mark.slow

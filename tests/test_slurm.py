@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 from conftest import lock_held
+from float_order import close_to
 from test_makefile import ROOT, make_env
 
 VENV = Path(sys.prefix)
@@ -133,15 +134,31 @@ def comparable_result(run: Path) -> dict:
     return result
 
 
-def comparable_history(run: Path, loss_tolerance: float | None = None) -> list[dict]:
-    """history.csv less the timings; with `loss_tolerance`, the loss as an approximate number:
-    a mean of float32 batch losses, whose last digit moves with the number of threads a run
-    gets (a Slurm task: its CPUs; plain make: all of them)."""
+def comparable_history(run: Path) -> list[dict]:
+    """history.csv less the timings."""
     with (run / "history.csv").open(newline="") as f:
-        rows = [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(f)]
-    if loss_tolerance is None:
-        return rows
-    return [{**row, "loss": pytest.approx(float(row["loss"]), rel=loss_tolerance)} for row in rows]
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(f)]
+
+
+# A Slurm task computes with its CPUs' threads, plain make with all of them: two programs, whose
+# float order moves the losses' last digits (rel 1e-5) and may flip a near tie's tag (an accuracy
+# by 1/500 on these 30 sentences); another variant, seed or corpus moves them by far more.
+ACCURACY_TOLERANCE = 0.01
+
+
+def history_numbers(run: Path, *, close: bool = False) -> list[dict]:
+    """history.csv's rows as numbers; `close`: to compare another thread count's with (above)."""
+
+    def number(column: str, value: str):
+        if column == "epoch":
+            return int(value)
+        if not close:
+            return float(value)
+        if column == "loss":
+            return pytest.approx(float(value), rel=1e-5)
+        return pytest.approx(float(value), rel=0, abs=ACCURACY_TOLERANCE)
+
+    return [{k: number(k, v) for k, v in row.items()} for row in comparable_history(run)]
 
 
 def failure_logs(runs: Path) -> str:
@@ -208,9 +225,8 @@ def test_a_grid_on_slurm_gives_what_plain_make_gives(tmp_path):
     ]
     for a, b in zip(on_slurm, plain):
         assert (a / "result.json").exists(), failure_logs(tmp_path / "slurm")
-        assert comparable_result(a) == comparable_result(b), a
-        loss_as_number = [{**row, "loss": float(row["loss"])} for row in comparable_history(a)]
-        assert loss_as_number == comparable_history(b, loss_tolerance=1e-5), a
+        assert comparable_result(a) == close_to(comparable_result(b), rel=0, abs_=ACCURACY_TOLERANCE), a
+        assert history_numbers(a) == history_numbers(b, close=True), a
         assert "done: test accuracy" in (a / "train.log").read_text()
     assert "submitted 0 runs" in submit_grid(tmp_path / "slurm", *grid)
 

@@ -117,6 +117,7 @@ def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
+@pytest.mark.slow  # every command run; a process with stdout closed and one whose reader is gone: below
 def test_every_command_with_stdout_closed_or_its_reader_gone(tiny_runs, small, tmp_path):
     from convatt.cli import build_parser
 
@@ -159,6 +160,7 @@ def test_a_process_started_with_stdout_closed(small):
     assert done.stderr == CLOSED_ERROR + "the scores would go there: redirect it to a file (> FILE)\n"
 
 
+@pytest.mark.slow  # two tagging processes; stdout closed in a process: test_a_process_started_with_stdout_closed
 def test_tag_with_stdout_closed_is_an_error_and_with_output_runs(tiny_runs, small, tmp_path):
     run = tiny_runs / "ptb" / "san-pe-add" / "seed1"
     done = closed("tag", run, "--input", small)

@@ -23,8 +23,8 @@ TEST_FILE = LINES / "en_lines-ud-test.conllu.gz"
 
 
 @pytest.fixture(scope="module")
-def ud_run(tiny_ud_runs):
-    return tiny_ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed1"
+def ud_run(tiny_ud_run):
+    return tiny_ud_run
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,9 @@ def test_tagged_test_file_scores_what_evaluate_reports(ud_run, tmp_path):
     gold, tagged = read_conllu(TEST_FILE), read_conllu(out)
     pairs = [(g, t) for gs, ts in zip(gold, tagged, strict=True) for (_, g), (_, t) in zip(gs, ts, strict=True)]
     accuracy = sum(g == t for g, t in pairs) / len(pairs)
-    assert accuracy == evaluate_run(ud_run)["all"]  # exactly
+    # two programs (`convatt tag`'s chunks against evaluate's batches: other shapes, other float
+    # order): a near tie may flip a token or two; a misaligned or misread file costs hundreds
+    assert accuracy == pytest.approx(evaluate_run(ud_run)["all"], abs=2 / len(pairs))
     # every other column and line as it was
     before = gzip.open(TEST_FILE, "rt").read().strip().split("\n")
     after = out.read_text().strip().split("\n")
@@ -166,6 +168,7 @@ def test_columns_the_model_did_not_predict_are_emptied_and_conllu_parses_the_out
         ]
 
 
+@pytest.mark.slow  # a tagging process; tokenising in-process: tests/test_tokenize.py, tagging: the tests above
 def test_raw_text_is_tokenised_split_and_parses_back(ud_run):
     r = convatt("tag", ud_run, "--format", "text", input="Raw text. Don't you're sure?\n\nNew paragraph")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -179,6 +182,7 @@ def test_raw_text_is_tokenised_split_and_parses_back(ud_run):
     assert "warning" not in r.stderr
 
 
+@pytest.mark.slow  # a tagging process; the readers in-process: tests/test_tokenize.py
 def test_whitespace_tokens_that_carry_punctuation_are_warned_about(ud_run):
     r = convatt("tag", ud_run, "--format", "text", "--tokenizer", "none", input="The dog. barks\n")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -186,6 +190,7 @@ def test_whitespace_tokens_that_carry_punctuation_are_warned_about(ud_run):
     assert "warning: 1 token(s) still carry punctuation (e.g. 'dog.')" in r.stderr
 
 
+@pytest.mark.slow  # a tagging process; the readers in-process: tests/test_tokenize.py
 def test_vertical_input_with_an_ignored_second_column(ud_run, tmp_path):
     (tmp_path / "v.txt").write_text("The\tDET\ndog\nbarks\tX\n\n\nIt\nrains\n")
     r = convatt("tag", ud_run, "--format", "vertical", "--input", tmp_path / "v.txt")
@@ -220,6 +225,7 @@ def test_the_python_api_tags_as_the_cli_does(ud_run):
     assert [s.pairs() for s in listed] == [s.pairs() for s in doc]
 
 
+@pytest.mark.slow  # tagging processes on a terminal
 def test_progress_is_shown_on_a_terminal_only(ud_run, tmp_path):
     import os
     import pty

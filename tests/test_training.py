@@ -25,6 +25,7 @@ from conftest import (
     tiny_options,
     train_stopped_in_epoch,
 )
+from float_order import close_to
 
 from convatt.data import load_corpus
 from convatt.errors import ConvattError
@@ -39,20 +40,9 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
-def close_to(value, rel: float = 1e-4, abs_: float = 1e-6):
-    """`value` with every float inside it (dicts, lists) a pytest.approx of itself."""
-    if isinstance(value, float):
-        return pytest.approx(value, rel=rel, abs=abs_)
-    if isinstance(value, dict):
-        return {k: close_to(v, rel, abs_) for k, v in value.items()}
-    if isinstance(value, list):
-        return [close_to(v, rel, abs_) for v in value]
-    return value
-
-
-def test_tiny_ud_run_beats_the_majority_tag(tiny_ud_runs):
+def test_tiny_ud_run_beats_the_majority_tag(tiny_ud_run):
     """The shared tiny UD run of SAN+PE[add] learned to tag: 10 points above the majority tag."""
-    run = tiny_ud_runs / "ud" / "UD_English-LinES" / "san-pe-add" / "seed1"
+    run = tiny_ud_run
     result = json.loads((run / "result.json").read_text())
     limit = TAGGING_UD_SIZE["limit"]
     corpus = load_corpus("ud", LINES)
@@ -185,7 +175,53 @@ def _uninterrupted(request, tmp_path, env: dict) -> Callable[[], Path]:
     return finished
 
 
+def assert_resumed_as_uninterrupted(run: Path, reference: Path) -> None:
+    """The resumed `run` ended where the uninterrupted `reference` did: numbers to 1e-4 (columns,
+    epochs and steps exactly), a margin for rounding between two processes or multi-threaded
+    sums; a resume that lost the optimizer's state or a batch is off by far more."""
+    for name in ("history.csv", "curve.csv"):
+        resumed_rows, reference_rows = (
+            pd.read_csv(d / name).drop(columns="seconds", errors="ignore") for d in (run, reference)
+        )
+        pd.testing.assert_frame_equal(resumed_rows, reference_rows, rtol=1e-4, atol=0, obj=name)
+    a, b = (json.loads((d / "result.json").read_text()) for d in (reference, run))
+    for key in ("wall_seconds", "source_commit"):  # the reference may be older than a commit made meanwhile
+        a.pop(key), b.pop(key)
+    assert b == close_to(a)
+    weights = [keras.saving.load_model(d / "model.keras").get_weights() for d in (reference, run)]
+    assert len(weights[0]) == len(weights[1])
+    for x, y in zip(*weights):  # the same margin
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
+    # `convatt evaluate` scores the whole test split (the runs trained on --limit 160): the same
+    # tokens for both, and the resumed run's kept model as the uninterrupted one's
+    evaluated = [evaluate_run(d) for d in (reference, run)]
+    test_tokens = sum(len(s) for s in load_corpus("ptb", PTB_SAMPLE).test)
+    assert evaluated[0]["n_all"] == test_tokens > b["test"]["n_all"]
+    assert evaluated[1] == close_to(evaluated[0])
+
+
 @pytest.mark.jax_too
+def test_a_run_stopped_in_epoch_2_resumes_to_the_uninterrupted_result(request, tmp_path):
+    """Stopped as by a signal at epoch 2's first batch (the stop flag the CLI's handler sets, in
+    this process), the same options resume from epoch 1's checkpoint and end where the
+    uninterrupted run ends. Under TensorFlow that run is the shared `tiny_runs` one; under JAX
+    one trained here. The processes killed and signalled are the slow tier's (below)."""
+    if keras.backend.backend() == "tensorflow":
+        reference = request.getfixturevalue("tiny_runs") / "ptb" / "san-pe-add" / "seed1"
+    else:
+        reference = tmp_path / "reference"
+        train_run(tiny_options(reference), log=lambda s: None)
+    run = tmp_path / "stopped"
+    train_stopped_in_epoch(tiny_options(run), 2)
+    assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 1
+    lines = []
+    train_run(tiny_options(run), log=lines.append)
+    assert any(line.startswith("resuming from epoch 1") for line in lines)
+    assert_resumed_as_uninterrupted(run, reference)
+
+
+@pytest.mark.jax_too
+@pytest.mark.slow  # a process killed and two more started; in-process: the test above
 def test_killed_run_resumes_to_the_same_result_and_evaluates_to_it(request, tmp_path):
     # under JAX the processes share their compiled programs (the same shapes), as make's runs do
     env = ONE_THREAD | {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache")}
@@ -204,27 +240,7 @@ def test_killed_run_resumes_to_the_same_result_and_evaluates_to_it(request, tmp_
     reference = uninterrupted()
     resumed = subprocess.run(tiny_command(run), check=True, capture_output=True, text=True, env=os.environ | env)
     assert "resuming from epoch 1" in resumed.stdout
-    # numbers agree to 1e-4 (columns, epochs and steps exactly): a margin for rounding
-    # between two processes; a resume that lost the optimizer's state or a batch is off by far more
-    for name in ("history.csv", "curve.csv"):
-        resumed_rows, reference_rows = (
-            pd.read_csv(d / name).drop(columns="seconds", errors="ignore") for d in (run, reference)
-        )
-        pd.testing.assert_frame_equal(resumed_rows, reference_rows, rtol=1e-4, atol=0, obj=name)
-    a, b = (json.loads((d / "result.json").read_text()) for d in (reference, run))
-    for key in ("wall_seconds", "source_commit"):  # the reference may be older than a commit made meanwhile
-        a.pop(key), b.pop(key)
-    assert b == close_to(a)
-    weights = [keras.saving.load_model(d / "model.keras").get_weights() for d in (reference, run)]
-    assert len(weights[0]) == len(weights[1])
-    for x, y in zip(*weights):  # the same margin for rounding between two processes
-        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
-    # `convatt evaluate` scores the whole test split (the runs trained on --limit 160): the same
-    # tokens for both, and the resumed run's kept model as the uninterrupted one's
-    evaluated = [evaluate_run(d) for d in (reference, run)]
-    test_tokens = sum(len(s) for s in load_corpus("ptb", PTB_SAMPLE).test)
-    assert evaluated[0]["n_all"] == test_tokens > b["test"]["n_all"]
-    assert evaluated[1] == close_to(evaluated[0])
+    assert_resumed_as_uninterrupted(run, reference)
 
 
 SIGNALLED_LIMIT = 64  # 2 batches an epoch: nothing here compares numbers
@@ -246,6 +262,7 @@ def _signalled_in_epoch_2(run: Path, signum: int) -> list[str]:
     return lines + out.splitlines()
 
 
+@pytest.mark.slow  # two processes signalled; the stop flag in-process: the test above it
 def test_a_signal_leaves_a_resumable_directory(tmp_path):
     """Both signals take the stop flag's path: the run stops even though the process
     swallows the KeyboardInterrupt (a handler that only raised it would run on, exit 0).
@@ -263,6 +280,7 @@ def test_a_signal_leaves_a_resumable_directory(tmp_path):
     assert not (run / "result.json").exists() and not (run / ".lock").exists()
 
 
+@pytest.mark.slow  # a run of its own; the policies' training step: tests/test_model.py
 def test_a_mixed_bfloat16_run_trains_and_is_recorded(tmp_path):
     from convatt.rundir.schema import RunConfig
 

@@ -118,6 +118,7 @@ class StopInEpoch2(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+@pytest.mark.slow  # a run of its own; a user's callback: the tests above
 def test_a_callback_stopping_mid_epoch_keeps_the_finished_epochs_only(tmp_path):
     lines = []
     result = convatt.train(
