@@ -49,29 +49,39 @@ class Expected:
     variant: str
     seed: int
     treebank: str  # "UD_English-GUM"; "English-GUM" text for the char LM
-    path: Path
+    root: Path  # the RUNS of its make target
+    where: str  # its directory under `root`
     target: str  # the make target that trains (or resumes) it
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.where
 
 
 def expected_runs(lm_root: Path, ud_root: Path, treebanks: list[str], seeds=(1, 2, 3)) -> list[Expected]:
     """The runs of lm-continue(-scratch) under `lm_root` and ud-continue(-scratch) under
     `ud_root` on `treebanks` (UD_<Name>), each seed, in the Makefile's layout."""
-    source_lm, source_ud = CONTINUE_CHARLM_VARIANTS[0], CONTINUE_UD_VARIANTS[0]
+    source_lm, source_ud, text = CONTINUE_CHARLM_VARIANTS[0], CONTINUE_UD_VARIANTS[0], "English-GUM"
+    lm = lambda role, v, s, where, target: Expected("charlm", role, v, s, text, lm_root, where, target)
+    ud = lambda role, v, s, t, where, target: Expected("ud", role, v, s, t, ud_root, where, target)
     runs = []
     for s in seeds:
-        seed = f"seed{s}"
-        runs.append(Expected("charlm", SOURCE, source_lm, s, "English-GUM", lm_root / "charlm" / source_lm / seed, "lm-continue"))
-        for v in CONTINUE_CHARLM_VARIANTS:
-            runs.append(Expected("charlm", CONTINUED, v, s, "English-GUM", lm_root / "charlm-continued" / v / seed, "lm-continue"))
-        for v in CONTINUE_CHARLM_VARIANTS[1:]:
-            runs.append(Expected("charlm", SCRATCH, v, s, "English-GUM", lm_root / "charlm-scratch" / v / seed, "lm-continue-scratch"))
-        for t in treebanks:
-            runs.append(Expected("ud", SOURCE, source_ud, s, t, ud_root / "ud" / t / source_ud / seed, "ud-continue"))
-            for v in CONTINUE_UD_VARIANTS:
-                runs.append(Expected("ud", CONTINUED, v, s, t, ud_root / "ud-continued" / t / v / seed, "ud-continue"))
-            for v in CONTINUE_UD_VARIANTS[1:]:
-                runs.append(Expected("ud", SCRATCH, v, s, t, ud_root / "ud" / t / v / seed, "ud-continue-scratch"))
-    return runs  # fmt: skip
+        runs.append(lm(SOURCE, source_lm, s, f"charlm/{source_lm}/seed{s}", "lm-continue"))
+        runs += [lm(CONTINUED, v, s, f"charlm-continued/{v}/seed{s}", "lm-continue") for v in CONTINUE_CHARLM_VARIANTS]
+        runs += [
+            lm(SCRATCH, v, s, f"charlm-scratch/{v}/seed{s}", "lm-continue-scratch")
+            for v in CONTINUE_CHARLM_VARIANTS[1:]
+        ]
+    for t in treebanks:
+        for s in seeds:
+            runs.append(ud(SOURCE, source_ud, s, t, f"ud/{t}/{source_ud}/seed{s}", "ud-continue"))
+            runs += [
+                ud(CONTINUED, v, s, t, f"ud-continued/{t}/{v}/seed{s}", "ud-continue") for v in CONTINUE_UD_VARIANTS
+            ]
+            runs += [
+                ud(SCRATCH, v, s, t, f"ud/{t}/{v}/seed{s}", "ud-continue-scratch") for v in CONTINUE_UD_VARIANTS[1:]
+            ]
+    return runs
 
 
 @dataclass
@@ -110,7 +120,11 @@ def setting_name(role: str, variant: str) -> str:
         return f"{label} (the source runs)"
     if role == SCRATCH:
         return f"{label}, from scratch"
-    return f"{label}, continued as it is" if variant in (CONTINUE_CHARLM_VARIANTS[0], CONTINUE_UD_VARIANTS[0]) else f"{label}, converted"
+    return (
+        f"{label}, continued as it is"
+        if variant in (CONTINUE_CHARLM_VARIANTS[0], CONTINUE_UD_VARIANTS[0])
+        else f"{label}, converted"
+    )
 
 
 def _score(state: RunState, task: str) -> float:
@@ -137,7 +151,7 @@ def _row(state: RunState) -> dict:
     start = started.get("dev_bits_at_start" if e.task == "charlm" else "dev_at_start")
     return dict(
         task=e.task, role=e.role, variant=e.variant, setting=setting_name(e.role, e.variant), seed=e.seed,
-        treebank=e.treebank, path=str(e.path), target=e.target, status=state.status, note=state.note,
+        treebank=e.treebank, where=e.where, target=e.target, status=state.status, note=state.note,
         epochs=len(state.history), max_epochs=state.max_epochs,
         batches=int(state.curve["step"].max()) if len(state.curve) else 0,
         start_step=started.get("start_step"),
@@ -211,7 +225,7 @@ def _status(r: pd.Series) -> str:
     if r["status"] == "finished":
         return f"finished, {r['epochs']} epochs"
     if r["status"] == "running":
-        return f"running, epoch {r['epochs']} of {r['max_epochs']} done"
+        return f"running, epoch {r['epochs']} of {int(r['max_epochs'])} done"
     return "missing" + (f" ({r['note']})" if r["note"] else "")
 
 
@@ -233,7 +247,9 @@ def summary_table(frame: pd.DataFrame) -> str:
     rows = []
     finished = frame[frame["status"] == "finished"]
     for (task, treebank, setting), group in frame.groupby(["task", "treebank", "setting"], sort=False):
-        done = finished[(finished["task"] == task) & (finished["treebank"] == treebank) & (finished["setting"] == setting)]
+        done = finished[
+            (finished["task"] == task) & (finished["treebank"] == treebank) & (finished["setting"] == setting)
+        ]
         mean, std, n = seed_stats(done["test"])
         low, high = t_interval(done["test"])
         digits = 3 if task == "charlm" else 2
@@ -241,11 +257,16 @@ def summary_table(frame: pd.DataFrame) -> str:
         interval = "–" if pd.isna(low) else f"[{_num(low, digits)}, {_num(high, digits)}]"
         unit = "test bits per character" if task == "charlm" else "test accuracy (%)"
         rows.append([treebank, setting, f"{n} of {len(group)}", unit, cell, interval])
-    return markdown_table(["Text / treebank", "Setting", "Seeds finished", "Measure", "Mean ± std", "95% CI over seeds (t)"], rows)  # fmt: skip
+    return markdown_table(SUMMARY_HEADER, rows)
+
+
+SUMMARY_HEADER = ["Text / treebank", "Setting", "Seeds finished", "Measure", "Mean ± std", "95% CI over seeds (t)"]
+GAIN_HEADER = ["Task", "Text / treebank", "Converted to", "Seeds", "Gain per seed", "Mean gain"]
+GAIN_HEADER += ["95% CI over seeds (t)", "Reading"]
 
 
 def gain_table(gains: pd.DataFrame) -> str:
-    header = ["Task", "Text / treebank", "Converted to", "Seeds", "Gain per seed", "Mean gain", "95% CI over seeds (t)", "Reading"]  # fmt: skip
+    header = GAIN_HEADER
     rows = []
     for _, g in gains.iterrows():
         digits = 3 if g["task"] == "charlm" else 2
@@ -253,7 +274,9 @@ def gain_table(gains: pd.DataFrame) -> str:
         interval = "–" if pd.isna(g["low"]) else f"[{g['low']:+.{digits}f}, {g['high']:+.{digits}f}]"
         mean = "–" if pd.isna(g["mean"]) else f"{g['mean']:+.{digits}f}"
         task = "char LM (bits saved)" if g["task"] == "charlm" else "tagging (points)"
-        rows.append([task, g["treebank"], VARIANTS[g["variant"]].label, str(g["n"]), per_seed, mean, interval, g["reading"]])
+        rows.append(
+            [task, g["treebank"], VARIANTS[g["variant"]].label, str(g["n"]), per_seed, mean, interval, g["reading"]]
+        )
     return markdown_table(header, rows)
 
 
@@ -262,8 +285,10 @@ def provenance_table(frame: pd.DataFrame) -> str:
     rows = []
     finished = frame[frame["status"] == "finished"]
     for (task, role), group in finished.groupby(["task", "role"], sort=False):
-        values = lambda column: ", ".join(sorted({v for v in group[column] if v})) or "not recorded"
-        rows.append([task, role, str(len(group)), values("commit"), values("backend"), values("machine")])
+        values = [
+            ", ".join(sorted({v for v in group[c] if v})) or "not recorded" for c in ("commit", "backend", "machine")
+        ]
+        rows.append([task, role, str(len(group)), *values])
     return markdown_table(["Task", "Runs", "Finished", "Commits", "Backends", "Machines"], rows)
 
 
@@ -271,6 +296,177 @@ def missing_lines(frame: pd.DataFrame, commands: dict[str, str]) -> list[str]:
     """One line per make target with unfinished runs: which, and the command that trains or resumes them."""
     lines = []
     for target, group in frame[frame["status"] != "finished"].groupby("target", sort=False):
-        runs = ", ".join(f"{Path(p).relative_to(Path(p).parents[3]) if p.count('/') > 3 else p} ({s})" for p, s in zip(group["path"], group["status"]))
+        runs = ", ".join(f"{where} ({status})" for where, status in zip(group["where"], group["status"]))
         lines.append(f"- `{commands[target]}` trains or resumes {len(group)}: {runs}")
     return lines
+
+
+# ---------------------------------------------------------------- the figure
+
+STYLES = {SOURCE: ("grey", "-"), SCRATCH: (None, ":"), CONTINUED: (None, "-")}
+
+
+def _x_offset(state: RunState, task: str, states: list[RunState]) -> float:
+    """Where a continued run's own batches (char LM) or epochs (tagger) start on the source's axis."""
+    if state.expected.role != CONTINUED or state.result is None and state.curve.empty:
+        return 0.0
+    e = state.expected
+    same = lambda s: s.expected.role == SOURCE and (s.expected.treebank, s.expected.seed) == (e.treebank, e.seed)
+    source = next((s for s in states if same(s)), None)
+    if source is None or source.result is None:
+        return 0.0
+    if task == "charlm":
+        started = state.result.started_from if state.result is not None else {}
+        steps = started.get("start_step")
+        if steps is None and len(source.curve):  # a running run: the source's curve ends near its best epoch
+            steps = int(source.curve["step"].max()) * source.result.best_epoch // max(source.result.epochs_run, 1)
+        return float(steps or 0)
+    return float(source.result.best_epoch)
+
+
+def _colour(variant: str) -> str:
+    order = list(dict.fromkeys(CONTINUE_CHARLM_VARIANTS + CONTINUE_UD_VARIANTS))
+    return f"C{order.index(variant)}"
+
+
+def _plot_run(ax, state: RunState, task: str, states: list[RunState]) -> None:
+    e = state.expected
+    colour, style = STYLES[e.role]
+    colour = colour or _colour(e.variant)
+    if task == "charlm":
+        x, y = state.curve.get("step"), state.curve.get(DEV_BITS_COLUMN)
+    else:
+        x, y = state.history.get("epoch"), state.history.get("dev_accuracy")
+        y = None if y is None else 100 * y
+    if x is None or y is None or len(x) == 0:
+        return
+    label = setting_name(e.role, e.variant) if e.seed == 1 else None
+    width = 0.8 if e.role == SOURCE else 1.2
+    ax.plot(x + _x_offset(state, task, states), y, style, color=colour, linewidth=width, label=label)
+
+
+def _zoom(ax, task: str, states: list[RunState]) -> None:
+    """The range where the continued runs are (the sources' first epochs lie far off)."""
+    column = DEV_BITS_COLUMN if task == "charlm" else "dev_accuracy"
+    values = [
+        v
+        for s in states
+        if s.expected.role == CONTINUED and column in s.history
+        for v in (s.history[column] if task == "charlm" else 100 * s.history[column])
+    ]
+    if values and task == "charlm":
+        ax.set_ylim(min(values) - 0.1, max(values) + 0.4)
+    elif values:
+        ax.set_ylim(min(values) - 3, max(values) + 1)
+
+
+def figure(states: list[RunState]):
+    """Dev bits per character against batches (char LM) and dev accuracy against epochs (each
+    treebank): the source runs, their continuations as they are and converted (from the source's
+    best epoch on), and the converted settings from scratch; one line per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    panels = ["charlm", *dict.fromkeys(s.expected.treebank for s in states if s.expected.task == "ud")]
+    fig = Figure(figsize=(4.2 * min(len(panels), 3), 3.6 * math.ceil(len(panels) / 3)))
+    for index, panel in enumerate(panels):
+        ax = fig.add_subplot(math.ceil(len(panels) / 3), min(len(panels), 3), index + 1)
+        task = "charlm" if panel == "charlm" else "ud"
+        mine = [s for s in states if s.expected.task == task and (task == "charlm" or s.expected.treebank == panel)]
+        for state in mine:
+            _plot_run(ax, state, task, mine)
+        _zoom(ax, task, mine)
+        if task == "charlm":
+            ax.set(xlabel="batches", ylabel="dev bits per character", title="Character LM (English-GUM)")
+        else:
+            ax.set(xlabel="epochs", ylabel="dev accuracy (%)", title=panel.removeprefix("UD_"))
+        if ax.lines:
+            ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------- the page
+
+INTRO = """Does a convolution over the attention map add capacity, or only learning speed? A trained
+SAN+PE[add] model is trained on three ways from its best epoch, with the same seed and a new
+optimizer: as it is (the plain continuation), and converted to +Conv2d (and, for the character
+LM, +Conv2d[pre]) with the convolution started at identity (`convatt train --from`), so that the
+converted model first computes exactly what the trained one computes (the "dev at the start"
+columns: the source's dev score measured again after conversion). If the converted runs end
+better than the plain continuation, the convolution adds what more training of the plain model
+does not: capacity; if not, its value is learning efficiency. The same settings trained from
+scratch (the char LM: as many batches as source and continuation together) are beside them."""
+
+
+def _commands(lm_root: Path, ud_root: Path, lm_epochs: int) -> dict[str, str]:
+    return {
+        "lm-continue": f"make lm-continue EPOCHS={lm_epochs} RUNS={lm_root}",
+        "lm-continue-scratch": f"make lm-continue-scratch EPOCHS={lm_epochs} RUNS={lm_root}",
+        "ud-continue": f"make ud-continue RUNS={ud_root}",
+        "ud-continue-scratch": f"make ud-continue-scratch RUNS={ud_root}",
+    }
+
+
+def page_text(frame: pd.DataFrame, gains: pd.DataFrame, commands: dict[str, str], when: str) -> str:
+    """The Markdown page: the state of the runs, the gains and their readings, the tables, provenance."""
+    done = (frame["status"] == "finished").sum()
+    missing = missing_lines(frame, commands)
+    state = f"As read {when}: {done} of {len(frame)} runs finished."
+    state += (
+        (" Not finished yet, and the commands that train or resume them:\n\n" + "\n".join(missing)) if missing else ""
+    )
+    sections = [
+        f"# Efficiency or capacity? Convoluted attention added to trained models\n\n{INTRO}",
+        f"## The runs\n\n{state}",
+        "## The converted runs' gain over the plain continuation\n\n" + GAIN_NOTE + "\n\n"
+        + (gain_table(gains) if len(gains) else NO_GAIN_YET),
+        "## Test scores per setting\n\n" + SUMMARY_NOTE + "\n\n" + summary_table(frame),
+        f"![Dev curves: the source runs, continued as they are and converted, and from scratch]({PAGE}_dev.png)",
+        "## Every run\n\n### Character LM\n\n" + runs_table(frame, "charlm"),
+        "### Tagging\n\n" + runs_table(frame, "ud"),
+        "## Provenance\n\nThe code's commit, the backend and the machine of every finished run "
+        "(result.json's `source_commit`, `backend`, `machine`; a continued run's source is in its "
+        "`started_from`).\n\n" + provenance_table(frame),
+    ]  # fmt: skip
+    return "\n\n".join(sections) + "\n"
+
+
+NO_GAIN_YET = "No converted run and plain continuation of the same seed have finished yet."
+GAIN_NOTE = (
+    "Per seed: the converted run's test score minus the plain continuation's of the same seed (the char "
+    "LM: bits per character saved, the tagger: accuracy points gained; positive: the converted run is "
+    "better), their mean and its Student-t 95% interval over the seeds. For the tagger the last rows "
+    "take each seed's mean gain over the treebanks. \"No difference\": the interval lies within "
+    f"±{MARGINS['charlm']} bits / ±{MARGINS['ud']} points; \"not settled\": it covers 0 and reaches beyond."
+)
+SUMMARY_NOTE = (
+    "Mean ± standard deviation (ddof=0) over the finished seeds, and the Student-t 95% interval of the "
+    "mean; a setting with fewer finished seeds than runs is partial."
+)
+
+
+def write_page(lm_root: Path, ud_root: Path, out: Path, when: str, lm_epochs: int = 60) -> list[Path]:
+    """`efficiency_or_capacity.md`, `.csv` (one row per run) and `_dev.png` in `out` from the runs
+    under `lm_root` and `ud_root` (read, never written); the treebanks: the embedded four and any
+    other under `ud_root`'s ud/."""
+    from convatt.results.output import save
+    from convatt.rundir.storage import write_text
+
+    treebanks = sorted({p.name for p in (Path(ud_root) / "ud").glob("UD_*")} | set(EMBEDDED_TREEBANKS))
+    states = [read_state(e) for e in expected_runs(Path(lm_root), Path(ud_root), treebanks)]
+    frame = runs_frame(states)
+    gains = gain_frame(frame)
+    out.mkdir(parents=True, exist_ok=True)
+    md, csv = out / f"{PAGE}.md", out / f"{PAGE}.csv"
+    write_text(md, page_text(frame, gains, _commands(lm_root, ud_root, lm_epochs), when))
+    write_text(csv, frame.to_csv(index=False, float_format="%.4f"))
+    paths = [md, csv, *save(figure(states), out / f"{PAGE}_dev")]
+    for pdf in [p for p in paths if p.suffix == ".pdf"]:
+        pdf.unlink()
+    return [p for p in paths if p.suffix != ".pdf"]
+
+
+EMBEDDED_TREEBANKS = ["UD_Afrikaans-AfriBooms", "UD_English-GUM", "UD_English-LinES", "UD_Vietnamese-VTB"]
