@@ -35,8 +35,7 @@ def run_config(
     start_from: str | Path | None = None,
     **protocol_items: str | None,
 ) -> RunConfig:
-    """The `RunConfig` of `convatt train`'s options (the keyword arguments of `train`), not yet
-    checked (`RunConfig.check`)."""
+    """The `RunConfig` of `convatt train`'s options (`train`'s keywords), unchecked (`RunConfig.check`)."""
     _check_options(protocol_items, jit_compile)
     return RunConfig(
         preset=preset,
