@@ -268,7 +268,7 @@ class Trainer:
         run = self.run_config
         if run.start_from is None or self.checkpoints.exists:
             return None
-        source, _ = start_from.read_source(run)
+        source = start_from.read_source(run)
         start_from.check_vocabularies(source.path, self.vocabularies(data))
         if not start_from.same_data(source.path, data.fingerprint.to_json(), run.batch_size):
             return source
@@ -278,9 +278,10 @@ class Trainer:
     def _start_from(self, model: keras.Model, data: PreparedRun, source: SourceRun) -> SourceRun:
         """`model` with `source`'s weights, its further modifications at identity; the dev score it
         starts with (the source's, to float rounding, where the data are the same)."""
-        from convatt.inference.loading import load_model
+        from convatt.rundir.modelfiles import MODEL_LOST_REMEDY, load_keras_model
 
-        start_from.copy_source_weights(model, load_model(source.path), self.causal_attention)
+        trained = load_keras_model(Path(source.path) / MODEL_FILE, MODEL_LOST_REMEDY)
+        start_from.copy_source_weights(model, trained, self.causal_attention)
         dev = DevScore.measure(model, self.run_config, data.dev)
         self.log(
             f"started from {source.path} ({source.variant}, seed {source.seed}, its best epoch {source.best_epoch} "

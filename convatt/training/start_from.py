@@ -73,8 +73,8 @@ class SourceRun:
         )
 
 
-def read_source(run: RunConfig) -> tuple[SourceRun, RunConfig]:
-    """The finished run `run.start_from` names, and its configuration; a ConvattError naming
+def read_source(run: RunConfig) -> SourceRun:
+    """The finished run `run.start_from` names; a ConvattError naming
     `--from` where the run cannot start from it (unfinished, another preset or architecture)."""
     path = Path(run.start_from)
     if not (path / CONFIG_FILE).is_file():
@@ -93,7 +93,7 @@ def read_source(run: RunConfig) -> tuple[SourceRun, RunConfig]:
     if refusal:
         raise ConvattError(f"--from: {run.variant} cannot start from a {source.variant} run: {refusal}", path)
     _check_same_network(source, run, path)
-    return SourceRun.of(path.resolve(), RunResult.load(path)), source
+    return SourceRun.of(path.resolve(), RunResult.load(path))
 
 
 def variant_refusal(source: Variant, target: Variant) -> str | None:
