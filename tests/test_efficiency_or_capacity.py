@@ -105,29 +105,10 @@ def test_the_page_says_the_gain_with_its_interval_and_which_runs_are_missing(tmp
 def test_the_reading_of_a_char_lm_gain(gains, reading):
     from convatt.results.continuation import CONTINUED, gain_frame
 
+    run = dict(task="charlm", treebank="GUM", role=CONTINUED, status="finished")
     rows = []
     for seed, gain in enumerate(gains, start=1):  # bits saved: the plain continuation's minus the converted run's
-        rows.append(
-            dict(
-                task="charlm",
-                treebank="GUM",
-                role=CONTINUED,
-                status="finished",
-                variant="san-pe-add",
-                seed=seed,
-                test=2.7,
-            )
-        )
-        rows.append(
-            dict(
-                task="charlm",
-                treebank="GUM",
-                role=CONTINUED,
-                status="finished",
-                variant="san-pe-add-conv2d",
-                seed=seed,
-                test=2.7 - gain,
-            )
-        )
+        rows.append({**run, "variant": "san-pe-add", "seed": seed, "test": 2.7})
+        rows.append({**run, "variant": "san-pe-add-conv2d", "seed": seed, "test": 2.7 - gain})
     (row,) = gain_frame(pd.DataFrame(rows)).to_dict("records")
     assert row["reading"].startswith(reading) and row["mean"] == pytest.approx(np.mean(gains))
