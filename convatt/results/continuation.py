@@ -289,7 +289,7 @@ def provenance_table(frame: pd.DataFrame) -> str:
             ", ".join(sorted({v for v in group[c] if v})) or "not recorded" for c in ("commit", "backend", "machine")
         ]
         rows.append([task, role, str(len(group)), *values])
-    return markdown_table(["Task", "Runs", "Finished", "Commits", "Backends", "Machines"], rows)
+    return markdown_table(["Task", "Role", "Finished runs", "Commits", "Backends", "Machines"], rows)
 
 
 def missing_lines(frame: pd.DataFrame, commands: dict[str, str]) -> list[str]:
