@@ -14,6 +14,14 @@
 #   make ud-attention   ... and on UD
 #   make toy-all        beyond tagging: Multi-Token Attention's find-the-block task, TOY_VARIANTS x SEEDS (15 runs)
 #   make lm-all         beyond tagging: a character language model on UD English-GUM, CHARLM_VARIANTS x SEEDS (21 runs)
+#   make lm-continue    efficiency or capacity: each seed's finished char LM run of CONTINUE_FROM (RUNS/charlm/, trained
+#                       with EPOCHS first if missing) trained LM_CONTINUE_EPOCHS more, as it is and converted to +Conv2d
+#                       and +Conv2d[pre] (`convatt train --from`; 9 runs); give EPOCHS: the source runs' (e.g. 60)
+#   make lm-continue-scratch  ... beside them +Conv2d and +Conv2d[pre] from scratch, EPOCHS + LM_CONTINUE_EPOCHS (6 runs)
+#   make ud-continue    ... and the tagger: each finished CONTINUE_FROM run under RUNS/ud/ (trained first if missing)
+#                       trained on as it is and converted to +Conv2d, the paper's protocol (24 on the 4 embedded)
+#   make ud-continue-scratch  ... beside them +Conv2d from scratch (ud-all's runs; 12 on the 4 embedded)
+#   make continue-results  docs/results/efficiency_or_capacity.md and its figure from LM_LONG_RUNS and UD_CONTINUE_RUNS
 #   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*, efficiency_*
 #   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}
 #   make docs-results   the committed docs/results/ from RUNS, and the copies of its tables in README.md and docs/results.md
@@ -32,7 +40,8 @@
 #   make venv           the virtual environment .venv (everything else builds it first)
 #
 # Every run is a file target, RUNS/ptb/<variant>/seed<S>/result.json or
-# RUNS/ud/UD_<Treebank>/<variant>/seed<S>/result.json: `convatt train` writes
+# RUNS/ud/UD_<Treebank>/<variant>/seed<S>/result.json (the continued runs: RUNS/charlm-continued/<variant>/seed<S>,
+# RUNS/charlm-scratch/<variant>/seed<S>, RUNS/ud-continued/UD_<Treebank>/<variant>/seed<S>): `convatt train` writes
 # result.json last, so a finished run is never redone, an interrupted grid resumes
 # where it stopped (the run itself resumes from its last finished epoch), and
 # `make -j N` trains N runs at once, each in its own directory.
@@ -78,6 +87,12 @@ LM_DIR       ?= convatt/embedded/ud-2.2/UD_English-GUM
 SEQ_CURVE_EVERY ?= 100
 # lm-long-results: the longer character LM runs (finished or still training); e.g. LM_LONG_RUNS=/scratch/runs/lm-long
 LM_LONG_RUNS ?= runs/lm-long
+# lm-continue, ud-continue: the variant of the finished runs they start from; e.g. CONTINUE_FROM=san-pe-add
+CONTINUE_FROM ?= san-pe-add
+# lm-continue: the epochs each continued char LM run trains at most (early stopping, patience 3); e.g. LM_CONTINUE_EPOCHS=10
+LM_CONTINUE_EPOCHS ?= 20
+# continue-results: the RUNS of ud-continue (LM_LONG_RUNS: lm-continue's); e.g. UD_CONTINUE_RUNS=/scratch/runs/ud
+UD_CONTINUE_RUNS ?= runs
 # fastText vectors for PTB (the paper: wiki-news-300d-1M-subword.vec), empty: none; e.g. EMBEDDINGS=/data/wiki-news-300d-1M-subword.vec
 EMBEDDINGS   ?=
 # the seeds of every grid; e.g. SEEDS="1 2"
@@ -141,6 +156,8 @@ POSITION_VARIANTS := $(call grid_list,positions)
 ATTENTION_VARIANTS := $(call grid_list,attention)
 TOY_VARIANTS      := $(call grid_list,toy)
 CHARLM_VARIANTS   := $(call grid_list,charlm)
+CONTINUE_CHARLM_VARIANTS := $(call grid_list,continue_charlm)
+CONTINUE_UD_VARIANTS     := $(call grid_list,continue_ud)
 PAPER_TREEBANKS   := $(call grid_list,treebanks)
 
 UD_WANTED  := $(patsubst UD_%,%,$(or $(TREEBANKS),$(PAPER_TREEBANKS)))
@@ -160,16 +177,27 @@ PTB_ATTENTION := $(call ptb_runs,$(ATTENTION_VARIANTS))
 UD_ATTENTION  := $(call ud_runs,$(ATTENTION_VARIANTS))
 TOY_ALL       := $(call seq_runs,toy,$(TOY_VARIANTS))
 LM_ALL        := $(call seq_runs,charlm,$(CHARLM_VARIANTS))
+# the continuation experiment: the converted settings are the lists' others
+CONTINUE_CONVERTED_LM := $(filter-out $(CONTINUE_FROM),$(CONTINUE_CHARLM_VARIANTS))
+LM_CONTINUE         := $(call seq_runs,charlm-continued,$(CONTINUE_CHARLM_VARIANTS))
+LM_CONTINUE_SCRATCH := $(call seq_runs,charlm-scratch,$(CONTINUE_CONVERTED_LM))
+UD_CONTINUE         := $(subst $(RUNS)/ud/,$(RUNS)/ud-continued/,$(call ud_runs,$(CONTINUE_UD_VARIANTS)))
+UD_CONTINUE_SCRATCH := $(call ud_runs,$(filter-out $(CONTINUE_FROM),$(CONTINUE_UD_VARIANTS)))
 
 # One line each, before anything runs, for the targets they concern.
-ifneq ($(filter ud-all ud-positions ud-attention status,$(MAKECMDGOALS)),)
+ifneq ($(filter ud-all ud-positions ud-attention ud-continue ud-continue-scratch status,$(MAKECMDGOALS)),)
 ifneq ($(UD_MISSING),)
 $(info UD: $(words $(UD_MISSING)) of $(words $(UD_WANTED)) treebanks not under $(UD_DIR), skipped: $(UD_MISSING))
 endif
 endif
-ifneq ($(filter ud-all ud-positions ud-attention,$(MAKECMDGOALS)),)
+ifneq ($(filter ud-all ud-positions ud-attention ud-continue ud-continue-scratch,$(MAKECMDGOALS)),)
 ifeq ($(UD_FOUND),)
 $(error UD: none of the $(words $(UD_WANTED)) treebanks is under UD_DIR=$(UD_DIR) (expected $(UD_DIR)/UD_<Name>/, e.g. UD_English-LinES))
+endif
+endif
+ifneq ($(filter lm-continue lm-continue-scratch,$(MAKECMDGOALS)),)
+ifeq ($(EPOCHS),)
+$(error lm-continue: give EPOCHS, the epochs of the CONTINUE_FROM runs it starts from (trained first where missing), e.g. make lm-continue EPOCHS=60 RUNS=runs/lm-long)
 endif
 endif
 ifneq ($(filter ptb-all ptb-positions ptb-attention,$(MAKECMDGOALS)),)
@@ -180,6 +208,7 @@ endif
 
 # ---- the runs ----
 .PHONY: ptb-all ud-all ptb-positions ud-positions ptb-attention ud-attention toy-all lm-all
+.PHONY: lm-continue lm-continue-scratch ud-continue ud-continue-scratch
 ifeq ($(SUBMIT),)
 ptb-all: $(PTB_ALL)
 ud-all: $(UD_ALL)
@@ -189,6 +218,10 @@ ptb-attention: $(PTB_ATTENTION)
 ud-attention: $(UD_ATTENTION)
 toy-all: $(TOY_ALL)
 lm-all: $(LM_ALL)
+lm-continue: $(LM_CONTINUE)
+lm-continue-scratch: $(LM_CONTINUE_SCRATCH)
+ud-continue: $(UD_CONTINUE)
+ud-continue-scratch: $(UD_CONTINUE_SCRATCH)
 else ifeq ($(SUBMIT),slurm)
 # One job array of the grid's runs that are neither finished nor queued/running; each
 # array task runs the run's train_command (experiments/slurm_submit.py). The task list
@@ -215,6 +248,15 @@ toy-all: | $(VENV_STAMP)
 	@$(call slurm_submit,$(TOY_ALL))
 lm-all: | $(VENV_STAMP)
 	@$(call slurm_submit,$(LM_ALL))
+# the continued runs are refused (`--from`: not finished) until the runs they start from are
+lm-continue: | $(VENV_STAMP)
+	@$(call slurm_submit,$(LM_CONTINUE))
+lm-continue-scratch: | $(VENV_STAMP)
+	@$(call slurm_submit,$(LM_CONTINUE_SCRATCH))
+ud-continue: | $(VENV_STAMP)
+	@$(call slurm_submit,$(UD_CONTINUE))
+ud-continue-scratch: | $(VENV_STAMP)
+	@$(call slurm_submit,$(UD_CONTINUE_SCRATCH))
 else
 $(error SUBMIT=$(SUBMIT): the one value is "slurm" (submit to Slurm); leave it empty to run here)
 endif
@@ -229,13 +271,24 @@ train_flags = --preset $(1) --variant $(2) --seed $(patsubst seed%,%,$(3)) --dat
   $(if $(TENSORBOARD),--tensorboard $(5)/tensorboard) $(TRAIN_FLAGS) --out $(5)
 # the causal sequence tasks (RUNS/toy/<variant>/seed<S>, RUNS/charlm/<variant>/seed<S>): the curve every
 # SEQ_CURVE_EVERY batches to the end of the run
-seq_flags = --preset $(1) --variant $(2) --seed $(patsubst seed%,%,$(3)) --data $(4) $(if $(EPOCHS),--epochs $(EPOCHS)) \
+seq_flags = --preset $(1) --variant $(2) --seed $(patsubst seed%,%,$(3)) --data $(4) $(if $(6),--epochs $(6)) \
   $(if $(LIMIT),--limit $(LIMIT)) --curve-every $(SEQ_CURVE_EVERY) --curve-until -1 $(TRAIN_FLAGS) --out $(5)
-run_flags = $(strip $(if $(filter ptb,$(word 1,$(2))),\
+# the continuation experiment's runs: RUNS/charlm-continued/<variant>/seed<S> --from RUNS/charlm/CONTINUE_FROM/seed<S>
+# (LM_CONTINUE_EPOCHS), RUNS/charlm-scratch/<variant>/seed<S> (EPOCHS + LM_CONTINUE_EPOCHS: the same batches in all),
+# RUNS/ud-continued/UD_<Treebank>/<variant>/seed<S> --from RUNS/ud/UD_<Treebank>/CONTINUE_FROM/seed<S>
+continue_source = $(if $(filter charlm-continued,$(word 1,$(1))),$(RUNS)/charlm/$(CONTINUE_FROM)/$(word 3,$(1)),\
+  $(RUNS)/ud/$(word 2,$(1))/$(CONTINUE_FROM)/$(word 4,$(1)))
+continue_flags = $(if $(filter charlm-continued,$(word 1,$(2))),\
+  $(call seq_flags,charlm,$(word 2,$(2)),$(word 3,$(2)),$(LM_DIR),$(1),$(LM_CONTINUE_EPOCHS)) --from $(call continue_source,$(2)),\
+  $(if $(filter charlm-scratch,$(word 1,$(2))),\
+  $(call seq_flags,charlm,$(word 2,$(2)),$(word 3,$(2)),$(LM_DIR),$(1),$(if $(EPOCHS),$(shell expr $(EPOCHS) + $(LM_CONTINUE_EPOCHS)))),\
+  $(call train_flags,ud,$(word 3,$(2)),$(word 4,$(2)),$(UD_DIR)/$(word 2,$(2)),$(1)) --from $(call continue_source,$(2))))
+run_flags = $(strip $(if $(filter charlm-continued charlm-scratch ud-continued,$(word 1,$(2))),$(call continue_flags,$(1),$(2)),\
+  $(if $(filter ptb,$(word 1,$(2))),\
   $(call train_flags,ptb,$(word 2,$(2)),$(word 3,$(2)),$(PTB_DIR),$(1)),\
   $(if $(filter toy charlm,$(word 1,$(2))),\
-  $(call seq_flags,$(word 1,$(2)),$(word 2,$(2)),$(word 3,$(2)),$(if $(filter toy,$(word 1,$(2))),$(TOY_SPEC),$(LM_DIR)),$(1)),\
-  $(call train_flags,ud,$(word 3,$(2)),$(word 4,$(2)),$(UD_DIR)/$(word 2,$(2)),$(1)))))
+  $(call seq_flags,$(word 1,$(2)),$(word 2,$(2)),$(word 3,$(2)),$(if $(filter toy,$(word 1,$(2))),$(TOY_SPEC),$(LM_DIR)),$(1),$(EPOCHS)),\
+  $(call train_flags,ud,$(word 3,$(2)),$(word 4,$(2)),$(UD_DIR)/$(word 2,$(2)),$(1))))))
 train_env = $(if $(JAX_CACHE),JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) )
 train_program = $(CONVATT) train $(call run_flags,$(patsubst %/result.json,%,$(1)),$(call run_parts,$(1)))
 train_command = $(train_env)$(call train_program,$(1))
@@ -260,8 +313,21 @@ $(RUNS)/toy/%/result.json: | $(VENV_STAMP)
 $(RUNS)/charlm/%/result.json: | $(VENV_STAMP)
 	$(train)
 
+# A continued run after the run it starts from (order-only: a source retouched later does not redo it).
+$(foreach t,$(LM_CONTINUE) $(UD_CONTINUE),$(eval $(t): | $(call continue_source,$(call run_parts,$(t)))/result.json))
+
+$(RUNS)/charlm-continued/%/result.json: | $(VENV_STAMP)
+	$(train)
+
+$(RUNS)/charlm-scratch/%/result.json: | $(VENV_STAMP)
+	$(train)
+
+$(RUNS)/ud-continued/%/result.json: | $(VENV_STAMP)
+	$(train)
+
 # Never delete a finished run's result.json when make is interrupted.
 .PRECIOUS: $(RUNS)/ptb/%/result.json $(RUNS)/ud/%/result.json $(RUNS)/toy/%/result.json $(RUNS)/charlm/%/result.json
+.PRECIOUS: $(RUNS)/charlm-continued/%/result.json $(RUNS)/charlm-scratch/%/result.json $(RUNS)/ud-continued/%/result.json
 
 # ---- UD 2.2 download (stdlib only: the system Python, no venv) ----
 # TREEBANKS, if set, limits it to those treebanks; a complete treebank is skipped.
@@ -309,6 +375,12 @@ lm-long-results: | $(VENV_STAMP)
 beyond-committed: | $(VENV_STAMP)
 	$(VENV)/bin/python experiments/beyond_pages.py committed --out docs/results/beyond
 
+# ---- efficiency or capacity: the continued runs of lm-continue (under LM_LONG_RUNS) and ud-continue (under
+# UD_CONTINUE_RUNS), finished or not, as docs/results/efficiency_or_capacity.md and its figure ----
+.PHONY: continue-results
+continue-results: | $(VENV_STAMP)
+	$(VENV)/bin/python experiments/beyond_pages.py continued --lm-runs $(LM_LONG_RUNS) --ud-runs $(UD_CONTINUE_RUNS) --out docs/results
+
 # ---- greedy samples of the character LM runs under RUNS (lm-all's layout; the first of SEEDS) after
 # prompts from the test text, with each layer's cache and by the whole prefix (experiments/lm_samples.py) ----
 .PHONY: lm-samples
@@ -332,6 +404,8 @@ status:
 	@echo "ud-attention:  $(call count_done,$(UD_ATTENTION)) runs finished$(call count_slurm,$(UD_ATTENTION))"
 	@echo "toy-all:       $(call count_done,$(TOY_ALL)) runs finished$(call count_slurm,$(TOY_ALL))"
 	@echo "lm-all:        $(call count_done,$(LM_ALL)) runs finished$(call count_slurm,$(LM_ALL))"
+	@echo "lm-continue:   $(call count_done,$(LM_CONTINUE)) runs finished$(call count_slurm,$(LM_CONTINUE)) (and $(call count_done,$(LM_CONTINUE_SCRATCH)) from scratch)"
+	@echo "ud-continue:   $(call count_done,$(UD_CONTINUE)) runs finished$(call count_slurm,$(UD_CONTINUE)) (and $(call count_done,$(UD_CONTINUE_SCRATCH)) from scratch)"
 	@if [ -x $(CONVATT) ] && [ -d $(RUNS) ]; then $(CONVATT) status --runs $(RUNS); fi
 
 # ---- environment and tests ----

@@ -10,6 +10,10 @@ python experiments/beyond_pages.py committed [--out docs/results/beyond]
 python experiments/beyond_pages.py long --runs RUNS [--out docs/results/lm-long]
     the longer character LM runs under RUNS, finished or still training
     (`convatt.results.long_runs`; `make lm-long-results`): lm_long.md/.csv and the figure.
+python experiments/beyond_pages.py continued --lm-runs RUNS --ud-runs RUNS [--out docs/results]
+    efficiency or capacity: the runs of `make lm-continue` (and -scratch) under --lm-runs and of
+    `make ud-continue` (and -scratch) under --ud-runs, finished or not
+    (`convatt.results.continuation`; `make continue-results`): efficiency_or_capacity.md/.csv and the figure.
 """
 
 from __future__ import annotations
@@ -94,6 +98,14 @@ def long(runs: Path, out: Path) -> None:
         print(note)
 
 
+def continued(lm_runs: Path, ud_runs: Path, out: Path, lm_epochs: int) -> None:
+    from convatt.results.continuation import write_page
+
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    for path in write_page(lm_runs, ud_runs, out, when, lm_epochs):
+        print(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -101,8 +113,16 @@ def main() -> None:
     p = sub.add_parser("long")
     p.add_argument("--runs", type=Path, required=True)
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "lm-long")
+    p = sub.add_parser("continued")
+    p.add_argument("--lm-runs", type=Path, required=True, help="the RUNS of make lm-continue")
+    p.add_argument("--ud-runs", type=Path, required=True, help="the RUNS of make ud-continue")
+    p.add_argument("--lm-epochs", type=int, default=60, help="the EPOCHS of make lm-continue (the page's commands)")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     args = parser.parse_args()
-    committed(args.out) if args.command == "committed" else long(args.runs, args.out)
+    if args.command == "continued":
+        continued(args.lm_runs, args.ud_runs, args.out, args.lm_epochs)
+    else:
+        committed(args.out) if args.command == "committed" else long(args.runs, args.out)
 
 
 if __name__ == "__main__":

@@ -34,20 +34,23 @@ LISTS = {
     "toy": "TOY_VARIANTS",
     "charlm": "CHARLM_VARIANTS",
 }
+CONTINUE_LISTS = {"continue_charlm": "CONTINUE_CHARLM_VARIANTS", "continue_ud": "CONTINUE_UD_VARIANTS"}
+"""The continuation experiment's (make lm-continue, ud-continue): the first is the runs' own variant."""
 
 
-def variant_lists(path: Path = VARIANTS_PY) -> dict[str, list[str]]:
-    """{"paper": [...], "ud": [...], "positions": [...], "attention": [...]} from the module's list literals."""
+def variant_lists(path: Path = VARIANTS_PY, lists: dict[str, str] = LISTS) -> dict[str, list[str]]:
+    """{"paper": [...], "ud": [...], "positions": [...], "attention": [...]} from the module's list
+    literals (`lists`: key -> the list's name in the module)."""
     found = {}
     for node in ast.parse(path.read_text(), str(path)).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             found[node.targets[0].id] = node.value
-    lists = {}
-    for key, name in LISTS.items():
+    values = {}
+    for key, name in lists.items():
         if name not in found:
             raise SystemExit(f"grid.py: {path} has no {name} list")
-        lists[key] = list(ast.literal_eval(found[name]))
-    return lists
+        values[key] = list(ast.literal_eval(found[name]))
+    return values
 
 
 def paper_treebanks(path: Path = TABLE_2D) -> list[str]:
@@ -57,7 +60,7 @@ def paper_treebanks(path: Path = TABLE_2D) -> list[str]:
 
 
 def main() -> int:
-    groups = {**variant_lists(), "treebanks": paper_treebanks()}
+    groups = {**variant_lists(), **variant_lists(lists=CONTINUE_LISTS), "treebanks": paper_treebanks()}
     for key, values in groups.items():
         bad = [v for v in values if not v or any(c in v for c in " ,:$#%")]
         if bad:

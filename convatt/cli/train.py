@@ -24,7 +24,7 @@ def run_config_of(args: argparse.Namespace):
 
     items = {f.name: getattr(args, f.name) for f in TrainingProtocol.items()}
     options = ("seed", "embeddings", "embeddings_limit", "epochs", "limit", "mask_padding", "curve_every")
-    options += ("curve_until", "jit_compile", "precision", "protocol")
+    options += ("curve_until", "jit_compile", "precision", "protocol", "start_from")
     return run_config(
         preset=args.preset,
         variant=args.variant,
@@ -57,6 +57,14 @@ def add_command(sub) -> None:
     _add_training_options(p)
     _add_compute_options(p)
     p.add_argument("--out", required=True, help="run directory")
+    p.add_argument(
+        "--from",
+        dest="start_from",
+        metavar="RUN",
+        help="start from the weights of the finished run RUN (same preset, vocabulary and architecture), "
+        "the --variant's further modifications at identity, so that it first computes what RUN's model "
+        "computes (a new optimizer; a resumed run continues from its own checkpoint)",
+    )
     p.add_argument(
         "--tensorboard",
         metavar="DIR",

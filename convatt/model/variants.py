@@ -154,6 +154,11 @@ CHARLM_VARIANTS = [
     "san-pe-add-talking",
 ]
 
+# Efficiency or capacity (make lm-continue, ud-continue): trained SAN+PE[add] runs continued as
+# they are (the first) and converted to each other (`convatt train --from`, docs/experiments.md).
+CONTINUE_CHARLM_VARIANTS = ["san-pe-add", "san-pe-add-conv2d", "san-pe-add-conv2d-pre"]
+CONTINUE_UD_VARIANTS = ["san-pe-add", "san-pe-add-conv2d"]
+
 
 @dataclass(frozen=True)
 class TaggerConfig:

@@ -15,11 +15,12 @@ from convatt.rundir.schema import CONFIG_FILE, RunConfig
 
 # RunConfig fields without a `convatt train` option (set through the Python API only)
 _NO_OPTION = ("patience", "batch_size")
+_FLAGS = {"start_from": "--from"}  # fields whose option is not named after them
 
 
 def _option(name: str, value) -> list[str]:
     """The `convatt train` words that give field `name` the value `value`."""
-    flag = "--" + name.replace("_", "-")
+    flag = _FLAGS.get(name, "--" + name.replace("_", "-"))
     if name == "mask_padding":
         return [flag] if value else ["(without --mask-padding)"]
     if name == "embeddings_limit":

@@ -95,7 +95,8 @@ def read_run(result_path: Path) -> FinishedRun:
     if config is not None:
         setting = config.setting
     else:
-        setting = Setting(protocol=result.protocol, mask_padding=result.mask_padding)
+        continued = bool(result.started_from)
+        setting = Setting(protocol=result.protocol, mask_padding=result.mask_padding, continued=continued)
     history = read_history(run_dir / HISTORY_FILE, result.epochs_run)
     curve = read_curve(run_dir / CURVE_FILE, result.epochs_run, config)
     return FinishedRun(run_dir, result, config, setting, history, curve)

@@ -161,6 +161,7 @@ class RunConfig:
     jit_compile: bool | str = "auto"
     protocol: TrainingProtocol = DEFAULT_PROTOCOL
     precision: str = "float32"  # a Keras dtype policy: float32 (the paper's), mixed_bfloat16, mixed_float16
+    start_from: str | None = None  # a finished run whose weights it starts from (`convatt train --from`)
     computation: int = COMPUTATION  # not an option: what the code computes (see COMPUTATION)
 
     # Options that may change between a run and its resumption (more epochs: it trains on) ...
@@ -267,7 +268,7 @@ class RunConfig:
             old, new = getattr(self, f.name), getattr(other, f.name)
             if f.name in allowed or old == new:
                 continue
-            if f.name in ("data", "embeddings") and same_path(old, new):
+            if f.name in ("data", "embeddings", "start_from") and same_path(old, new):
                 continue
             if f.name == "protocol":
                 out.append(f"protocol: {old.label()} -> {new.label()}")
@@ -284,6 +285,7 @@ class RunConfig:
             max_epochs=self.epochs if self.epochs < preset_epochs(self.preset) else None,
             precision=self.precision,
             computation=self.computation if self.protocol.optimizer == "keras2-rmsprop" else COMPUTATION,
+            continued=self.start_from is not None,
         )
 
 
@@ -379,6 +381,7 @@ class Setting:
     max_epochs: int | None = None  # None: the paper's 100
     precision: str = "float32"
     computation: int = COMPUTATION  # an older one: trained before a fix that changed the numbers
+    continued: bool = False  # started from a finished run's weights (`convatt train --from`)
 
     @property
     def is_paper(self) -> bool:
@@ -397,6 +400,8 @@ class Setting:
             parts.append(f"max {self.max_epochs} epoch{'' if self.max_epochs == 1 else 's'}")
         if self.computation == COMPUTATION_BEFORE_SPARSE_FIX:
             parts.append("RMSprop per slice")
+        if self.continued:
+            parts.append("continued")
         return parts
 
     def label(self) -> str:
@@ -434,6 +439,8 @@ class RunResult:
     cpu_features: str = ""  # its instruction sets that choose kernels (avx2 avx512f ...)
     onednn: str = ""  # "on" / "off" under TensorFlow, "not used" under another backend
     packages: dict = dataclasses.field(default_factory=dict)  # {"tensorflow": "2.21.0", "keras": ..., "numpy": ...}
+    # The finished run it started from (`convatt.training.start_from.SourceRun`); {} where it started from random
+    started_from: dict = dataclasses.field(default_factory=dict)
 
     REQUIRED = ("preset", "variant", "seed", "corpus", "test")
 

@@ -32,10 +32,10 @@ def run_config(
     jit_compile: bool | str = "auto",
     precision: str = option_default("precision"),
     protocol: str = "original",
+    start_from: str | Path | None = None,
     **protocol_items: str | None,
 ) -> RunConfig:
-    """The `RunConfig` of `convatt train`'s options (the keyword arguments of `train`), not yet
-    checked (`RunConfig.check`)."""
+    """The `RunConfig` of `convatt train`'s options (`train`'s keywords), unchecked (`RunConfig.check`)."""
     _check_options(protocol_items, jit_compile)
     return RunConfig(
         preset=preset,
@@ -53,6 +53,7 @@ def run_config(
         jit_compile=JIT[jit_compile],
         protocol=_protocol(protocol, protocol_items),
         precision=precision,
+        start_from=_absolute(start_from),
     )
 
 
@@ -96,7 +97,8 @@ def train(
     directory), and optionally `seed=`, `data=`, `embeddings=`, `embeddings_limit=`, `epochs=`,
     `limit=`, `mask_padding=`, `curve_every=`, `curve_until=`, `jit_compile=` ("auto", "on",
     "off"), `precision=`, `protocol=` ("original" or "keras3") and its items (`optimizer=`,
-    `loss=`, ...; see `convatt train --help`).
+    `loss=`, ...; see `convatt train --help`), and `start_from=` (a finished run directory:
+    start from its weights, the variant's further modifications at identity; `--from`).
 
     callbacks:   Keras callbacks, called after the run's own (early stopping, checkpoints, ...)
                  with `fit`'s logs: loss, sparse_categorical_accuracy, and at each epoch's end

@@ -22,6 +22,7 @@ kinds; `convatt.training.trainer.train_run` chooses between them.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import typing
 from collections.abc import Callable
@@ -48,10 +49,11 @@ from convatt.rundir.schema import (
 )
 from convatt.rundir.storage import read_json, remove_temporaries, write_atomically
 from convatt.training import callbacks as cb
-from convatt.training import interrupt
+from convatt.training import interrupt, start_from
 from convatt.training.checkpoints import Checkpoints
 from convatt.training.feed import TrainBatches
-from convatt.training.state import TrainState
+from convatt.training.start_from import SourceRun
+from convatt.training.state import DevScore, TrainState
 
 
 class PreparedRun(typing.Protocol):
@@ -125,6 +127,13 @@ class Trainer:
         """The test scores on the log's last line."""
         raise NotImplementedError
 
+    causal_attention = False
+    """Whether the model's attention is causal (where a convolution's identity tap lies, `--from`)."""
+
+    def vocabularies(self, data: PreparedRun) -> dict:
+        """vocab.json's content for `data` (compared with the run a `--from` run starts from)."""
+        raise NotImplementedError
+
     def vocabulary_changes(self, data: PreparedRun) -> list[str]:
         """For a run started by a convatt that kept no data fingerprint: what of its saved
         vocabularies differs from `data`'s (default: nothing to compare)."""
@@ -135,13 +144,14 @@ class Trainer:
     def run(self) -> RunResult:
         run = self.run_config
         data = self.prepare()  # bad input fails here, before the directory is claimed
+        source = self._source_run(data)  # and a --from that cannot apply
         remove_temporaries(self.out, lambda name: name in RUN_FILES)
         remove_temporaries(self.ckpt, lambda name: bool(CHECKPOINT_FILE.fullmatch(name)))
         self._check_same_data(data)
         run.save(self.out, fingerprint=data.fingerprint.to_json())
         self.describe(data)
         configure_matmul_precision(run.protocol)
-        model, state = self._restore_or_build(data)
+        model, state = self._restore_or_build(data, source)
         n_params = count_parameters(model)
         label = VARIANTS[run.variant].label
         self.log(f"{run.variant} ({label}), {n_params:,} parameters, seed {run.seed}, {self.model_note(data)}")
@@ -239,7 +249,7 @@ class Trainer:
                 self.run_config.data,
             )
 
-    def _restore_or_build(self, data: PreparedRun) -> tuple[keras.Model, TrainState]:
+    def _restore_or_build(self, data: PreparedRun, source: SourceRun | None) -> tuple[keras.Model, TrainState]:
         if self.checkpoints.exists:
             model, state = self.checkpoints.restore()
             self.log(
@@ -247,7 +257,38 @@ class Trainer:
             )
             return model, state
         keras.utils.set_random_seed(self.run_config.seed)  # the initial weights, as the run's seed says
-        return self.build(data), TrainState()
+        model = self.build(data)
+        if source is None:
+            return model, TrainState()
+        return model, TrainState(started_from=self._start_from(model, data, source).to_json())
+
+    def _source_run(self, data: PreparedRun) -> SourceRun | None:
+        """The finished run a `--from` run starts from, checked against this run and its data;
+        None for a run from random weights or one that resumes its own checkpoint."""
+        run = self.run_config
+        if run.start_from is None or self.checkpoints.exists:
+            return None
+        source = start_from.read_source(run)
+        start_from.check_vocabularies(source.path, self.vocabularies(data))
+        if not start_from.same_data(source.path, data.fingerprint.to_json(), run.batch_size):
+            return source
+        per_epoch = max(1, -(-len(data.train) // run.batch_size))
+        return dataclasses.replace(source, same_data=True, start_step=source.best_epoch * per_epoch)
+
+    def _start_from(self, model: keras.Model, data: PreparedRun, source: SourceRun) -> SourceRun:
+        """`model` with `source`'s weights, its further modifications at identity; the dev score it
+        starts with (the source's, to float rounding, where the data are the same)."""
+        from convatt.rundir.modelfiles import MODEL_LOST_REMEDY, load_keras_model
+
+        trained = load_keras_model(Path(source.path) / MODEL_FILE, MODEL_LOST_REMEDY)
+        start_from.copy_source_weights(model, trained, self.causal_attention)
+        dev = DevScore.measure(model, self.run_config, data.dev)
+        self.log(
+            f"started from {source.path} ({source.variant}, seed {source.seed}, its best epoch {source.best_epoch} "
+            f"of {source.epochs_run}; commit {source.source_commit or 'unknown'}): dev {100 * dev.exact:.2f}% "
+            f"before training (the source's: {'n/a' if source.dev is None else f'{100 * source.dev:.2f}%'})"
+        )
+        return dataclasses.replace(source, dev_at_start=dev.exact, dev_bits_at_start=dev.bits_per_symbol)
 
     def result_fields(self, data: PreparedRun, state: TrainState, n_params: int) -> dict:
         """result.json's fields that are the same for every kind of run: which run it is, on which
@@ -274,4 +315,5 @@ class Trainer:
             convatt_version=__version__,
             protocol=self.run_config.protocol.label(),
             **provenance.run_record(),
+            started_from=state.started_from,
         )

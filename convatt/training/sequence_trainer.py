@@ -105,13 +105,18 @@ class SequenceBatches(TrainBatches):
 class SequenceTrainer(Trainer):
     """One run of a causal sequence task (`build_causal_model`) on a sequence preset."""
 
+    causal_attention = True
+
     def prepare(self) -> PreparedSequences:
         return prepare_sequences(self.run_config)
+
+    def vocabularies(self, data: PreparedSequences) -> dict:
+        return {"symbols": data.symbols}
 
     def describe(self, data: PreparedSequences) -> None:
         if data.note:
             self.log(f"note: {data.note}")
-        write_json(self.out / VOCAB_FILE, {"symbols": data.symbols})
+        write_json(self.out / VOCAB_FILE, self.vocabularies(data))
         self.log(
             f"{data.corpus_name}: {len(data.train):,} / {len(data.dev):,} / {len(data.test):,} "
             f"train/dev/test sequences of up to {data.max_len} symbols; {len(data.symbols):,} symbols"

@@ -60,6 +60,7 @@ class TrainState:
     seconds: float = 0.0
     history: list[dict] = field(default_factory=list)
     curve: list[dict] = field(default_factory=list)
+    started_from: dict = field(default_factory=dict)  # `SourceRun` of a run started from another (--from)
 
     def should_continue(self, run: RunConfig) -> bool:
         return self.epoch < run.epochs and self.bad_epochs < run.patience

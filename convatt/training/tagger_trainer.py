@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from dataclasses import dataclass
 
 import keras
@@ -125,6 +126,9 @@ class TaggerTrainer(Trainer):
 
     def prepare(self) -> PreparedData:
         return prepare_data(self.run_config, self.config)
+
+    def vocabularies(self, data: PreparedData) -> dict:
+        return json.loads(data.vocab.to_json())
 
     def describe(self, data: PreparedData) -> None:
         unseen = describe_unseen_tags(data.unseen_tags) if data.unseen_tags else ""

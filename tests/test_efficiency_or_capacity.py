@@ -1,0 +1,114 @@
+"""The continuation experiment: its make targets (lm-continue, ud-continue and their from-scratch
+references) and its page (`convatt.results.continuation`), on synthetic run directories."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from tests.synthetic_runs import write_run
+from tests.test_makefile import make, train_commands
+
+
+def test_lm_continue_starts_each_setting_from_the_source_run_of_its_seed(tmp_path):
+    proc = make("lm-continue", "EPOCHS=60", "SEEDS=2", tmp=tmp_path)
+    commands = train_commands(proc.stdout)
+    runs = tmp_path / "runs"
+    source, *continued = commands  # the source run first: the continued runs wait for it
+    assert source["--out"] == f"{runs}/charlm/san-pe-add/seed2" and source["--epochs"] == "60"
+    assert {c["--variant"] for c in continued} == {"san-pe-add", "san-pe-add-conv2d", "san-pe-add-conv2d-pre"}
+    for c in continued:
+        assert c["--from"] == source["--out"] and c["--epochs"] == "20" and c["--curve-until"] == "-1"
+        assert c["--out"] == f"{runs}/charlm-continued/{c['--variant']}/seed2" and c["--seed"] == "2"
+    scratch = train_commands(make("lm-continue-scratch", "EPOCHS=60", "SEEDS=2", tmp=tmp_path).stdout)
+    assert {(c["--variant"], c["--epochs"]) for c in scratch} == {
+        ("san-pe-add-conv2d", "80"),
+        ("san-pe-add-conv2d-pre", "80"),
+    }
+    assert all("--from" not in c for c in scratch)
+    refused = make("lm-continue", tmp=tmp_path, check=False)
+    assert refused.returncode != 0 and "lm-continue: give EPOCHS" in refused.stderr
+
+
+def test_ud_continue_follows_the_papers_protocol_from_ud_alls_runs(tmp_path):
+    proc = make("ud-continue", "SEEDS=1", "TREEBANKS=English-GUM", "VARIANTS=san-pe-add-conv2d", tmp=tmp_path)
+    source, converted = train_commands(proc.stdout)
+    runs = tmp_path / "runs"
+    assert source["--out"] == f"{runs}/ud/UD_English-GUM/san-pe-add/seed1" and "--from" not in source
+    assert converted["--from"] == source["--out"] and "--epochs" not in converted  # the paper's 100, early stopping
+    assert converted["--out"] == f"{runs}/ud-continued/UD_English-GUM/san-pe-add-conv2d/seed1"
+    (Path(source["--out"])).mkdir(parents=True)
+    (Path(source["--out"]) / "result.json").write_text("{}")  # finished: not trained again
+    assert len(train_commands(make("ud-continue", "SEEDS=1", "TREEBANKS=English-GUM", tmp=tmp_path).stdout)) == 2
+    scratch = train_commands(make("ud-continue-scratch", "SEEDS=1", "TREEBANKS=English-GUM", tmp=tmp_path).stdout)
+    assert [c["--out"] for c in scratch] == [f"{runs}/ud/UD_English-GUM/san-pe-add-conv2d/seed1"]
+
+
+def _ud_run(root: Path, where: str, variant: str, seed: int, test: float, started_from: dict | None = None) -> None:
+    """A finished synthetic tagging run at root/where, moved there from write_run's layout."""
+    import json
+
+    made = write_run(root / "made", variant, seed, [0.8, 0.9], [0.85], preset="ud", corpus="English-GUM", test_all=test)
+    result = json.loads((made / "result.json").read_text())
+    result["started_from"] = started_from or {}
+    (made / "result.json").write_text(json.dumps(result))
+    (root / where).parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(made, root / where)
+
+
+PLAIN, CONVERTED = [0.90, 0.91, 0.92], [0.905, 0.918, 0.921]
+
+
+def test_the_page_says_the_gain_with_its_interval_and_which_runs_are_missing(tmp_path):
+    from convatt.results.continuation import write_page
+
+    ud = tmp_path / "ud"
+    for seed, (plain, converted) in enumerate(zip(PLAIN, CONVERTED), start=1):
+        _ud_run(ud, f"ud/UD_English-GUM/san-pe-add/seed{seed}", "san-pe-add", seed, 0.89)
+        start = {"source_commit": "abc1234", "dev_at_start": 0.9, "start_step": 20}
+        _ud_run(ud, f"ud-continued/UD_English-GUM/san-pe-add/seed{seed}", "san-pe-add", seed, plain, start)
+        _ud_run(
+            ud, f"ud-continued/UD_English-GUM/san-pe-add-conv2d/seed{seed}", "san-pe-add-conv2d", seed, converted, start
+        )
+    paths = write_page(tmp_path / "lm", ud, tmp_path / "out", "now")
+    assert {p.name for p in paths} == {
+        "efficiency_or_capacity.md",
+        "efficiency_or_capacity.csv",
+        "efficiency_or_capacity_dev.png",
+    }
+    text = paths[0].read_text()
+    gains = 100 * (np.array(CONVERTED) - np.array(PLAIN))
+    low, high = stats.t.interval(0.95, 2, loc=gains.mean(), scale=stats.sem(gains))
+    row = next(line for line in text.splitlines() if line.startswith("| tagging (points) | UD_English-GUM |"))
+    assert "1: +0.50, 2: +0.80, 3: +0.10" in row and f"| {gains.mean():+.2f} |" in row
+    assert f"[{low:+.2f}, {high:+.2f}]" in row and "not settled by 3 seeds" in row
+    assert f"make lm-continue EPOCHS=60 RUNS={tmp_path / 'lm'}` trains or resumes 12" in text  # none of the LM's
+    assert "ud/UD_English-GUM/san-pe-add-conv2d/seed1 (missing)" in text  # the from-scratch reference
+    assert "| ud | continued | 6 | " in text  # provenance: the finished runs' commits, backends, machines
+
+
+@pytest.mark.parametrize(
+    ("gains", "reading"),
+    [
+        ([0.02, 0.03, 0.025], "converted ahead"),
+        ([-0.02, -0.03, -0.025], "converted behind"),
+        ([0.001, -0.001, 0.0005], "no difference"),
+        ([0.05, -0.04, 0.01], "not settled by 3 seeds"),
+        ([0.05], "not measured yet (1 seed finished)"),
+    ],
+)
+def test_the_reading_of_a_char_lm_gain(gains, reading):
+    from convatt.results.continuation import CONTINUED, gain_frame
+
+    run = dict(task="charlm", treebank="GUM", role=CONTINUED, status="finished")
+    rows = []
+    for seed, gain in enumerate(gains, start=1):  # bits saved: the plain continuation's minus the converted run's
+        rows.append({**run, "variant": "san-pe-add", "seed": seed, "test": 2.7})
+        rows.append({**run, "variant": "san-pe-add-conv2d", "seed": seed, "test": 2.7 - gain})
+    (row,) = gain_frame(pd.DataFrame(rows)).to_dict("records")
+    assert row["reading"].startswith(reading) and row["mean"] == pytest.approx(np.mean(gains))
