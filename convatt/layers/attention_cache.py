@@ -244,17 +244,11 @@ def cached_call(
     updated `query_cache` last where one was given."""
     _check(layer, cache, cache_update_index, query_position, query_cache)
     in_bounds = _bounds(layer, query, cache, cache_update_index, query_position, query_cache)
-    key = value if key is None else key
     query_proj = layer._query_dense(query)
-    cross = query_position is not None
-    if cache_update_index is not None:  # None: reuse the cache as it is (KerasHub's cross-attention)
-        new = [layer._key_dense(key), layer._value_dense(value)] + [query_proj][: cache_slots(layer, cross) - 2]
-        cache = _updated(cache, cache_update_index, new)
-    if query_cache is not None:
-        query_cache = ops.slice_update(query_cache, [0, query_position, 0, 0], ops.cast(query_proj, query_cache.dtype))
-    rows = _rows(layer, cache, cache_update_index, query_position, query_cache)
-    if in_bounds is not None:  # read no table past its end (a raw gather error): the output is NaN anyway
-        rows = dataclasses.replace(rows, start=ops.where(in_bounds, rows.start, 0))
+    cache, query_cache = _written(
+        layer, query_proj, value if key is None else key, value, cache, cache_update_index, query_position, query_cache
+    )
+    rows = _rows(layer, cache, cache_update_index, query_position, query_cache, in_bounds)
     mask = _new_rows_mask(query_proj, cache[:, KEYS, ...], rows.start, attention_mask, use_causal_mask)
     if layer._modified:
         _check_query_positions(layer, rows, ops.shape(query_proj)[1])
@@ -271,11 +265,26 @@ def cached_call(
     return result if query_cache is None else (*result, query_cache)
 
 
-def _rows(layer, cache, cache_update_index, query_position, query_cache) -> _Rows:
+def _written(layer, query_proj, key, value, cache, cache_update_index, query_position, query_cache):
+    """`(cache, query_cache)` with this call's projections written at their indices."""
+    if cache_update_index is not None:  # None: reuse the cache as it is (KerasHub's cross-attention)
+        slots = cache_slots(layer, query_position is not None)
+        new = [layer._key_dense(key), layer._value_dense(value)] + [query_proj][: slots - 2]
+        cache = _updated(cache, cache_update_index, new)
+    if query_cache is not None:
+        query_cache = ops.slice_update(query_cache, [0, query_position, 0, 0], ops.cast(query_proj, query_cache.dtype))
+    return cache, query_cache
+
+
+def _rows(layer, cache, cache_update_index, query_position, query_cache, in_bounds=None) -> _Rows:
+    """The new rows' place; where a traced index may lie past the end (`in_bounds`), at 0 there
+    instead, so that no table is read past its end (a raw gather error): the output is NaN then."""
     if query_position is not None:
-        return _Rows(query_position, query_cache, cross=True)
-    start = 0 if cache_update_index is None else cache_update_index
-    return _Rows(start, cache[:, QUERIES, ...] if cache_slots(layer) == 3 else None)
+        rows = _Rows(query_position, query_cache, cross=True)
+    else:
+        start = 0 if cache_update_index is None else cache_update_index
+        rows = _Rows(start, cache[:, QUERIES, ...] if cache_slots(layer) == 3 else None)
+    return rows if in_bounds is None else dataclasses.replace(rows, start=ops.where(in_bounds, rows.start, 0))
 
 
 def _check_query_positions(layer, rows: _Rows, new_rows) -> None:
