@@ -188,12 +188,11 @@ def _within(layer, what: str, index, new_rows, length):
 
 def _bounds(layer, query, cache, cache_update_index, query_position, query_cache):
     """Where a traced index may lie past a cache's end: a boolean scalar (None: checked now)."""
+    length = lambda x, axis: x.shape[axis] if x.shape[axis] is not None else ops.shape(x)[axis]
     new_rows = query.shape[1]
-    cache_len = cache.shape[2] if cache.shape[2] is not None else ops.shape(cache)[2]
-    flags = [_within(layer, "cache_update_index", cache_update_index, query.shape[1], cache_len)]
+    flags = [_within(layer, "cache_update_index", cache_update_index, new_rows, length(cache, 2))]
     if query_cache is not None:
-        query_len = query_cache.shape[1] if query_cache.shape[1] is not None else ops.shape(query_cache)[1]
-        flags.append(_within(layer, "query_position", query_position, new_rows, query_len))
+        flags.append(_within(layer, "query_position", query_position, new_rows, length(query_cache, 1)))
     flags = [flag for flag in flags if flag is not None]
     return None if not flags else flags[0] if len(flags) == 1 else ops.logical_and(*flags)
 
