@@ -50,6 +50,43 @@ def test_the_converted_model_computes_the_originals_outputs(name, causal):
     np.testing.assert_allclose(keras.ops.convert_to_numpy(converted(x)), want, atol=1e-5)
 
 
+ONE_EACH = {
+    "Temp": dict(temperature=True),
+    "Talking": dict(talking_heads=True),
+    "P": dict(position_interaction=True, max_len=T),
+    "R": dict(relative_bias=True, max_len=T),
+    "Shaw": dict(relative_position_representation=2),
+    **CONVERSIONS,
+}
+
+
+def padded_model(causal: bool, dropout: float) -> keras.Model:
+    """Embedding(mask_zero) -> attention -> LayerNormalization(e + a) -> the mean over every position
+    (Keras' `+` drops the mask: the pads' rows reach the output), and the attention's own outputs."""
+    tokens = keras.Input((T,), dtype="int32")
+    embedded = keras.layers.Embedding(20, D, mask_zero=True)(tokens)
+    attended = keras.layers.MultiHeadAttention(2, 4, dropout=dropout, name="first")(
+        embedded, embedded, use_causal_mask=causal
+    )
+    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.LayerNormalization()(embedded + attended))
+    model = keras.Model(tokens, [keras.layers.Dense(1)(pooled), attended])
+    randomize(model, 4)
+    return model
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("name", ONE_EACH)
+def test_a_converted_model_with_padding_equals_the_original_at_every_position_pads_included(name, causal, dropout):
+    """Padded query rows attend as in Keras' layer (uniform over every key in its fused attention,
+    0 where dropout takes its other path), each modification at its identity start on them too."""
+    original = padded_model(causal, dropout)
+    converted = convert_model(original, causal=causal, **ONE_EACH[name])
+    ids = np.array([[3, 5, 7, 2, 9, 1, 0, 0, 0, 0], [4, 4, 1, 8, 6, 2, 5, 3, 1, 0]])
+    for got, want in zip(converted(ids), original(ids)):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(want), atol=1e-5)
+
+
 @pytest.mark.tf_only
 def test_fine_tuning_moves_the_modifications_and_alibi_is_refused():
     original = keras_model(False)

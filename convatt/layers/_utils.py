@@ -137,16 +137,22 @@ def softmax_float32(scores, axis: int = -1):
     return keras.ops.cast(keras.ops.softmax(keras.ops.cast(scores, "float32"), axis=axis), scores.dtype)
 
 
-def masked_softmax(scores, keep=None):
+def masked_softmax(scores, keep=None, pads=None):
     """The softmax over the last axis of the pairs `keep` allows (boolean, broadcast to
     `scores`; None: every pair), in float32, returned in `scores`' dtype: masked scores get
     a large negative number (finite: no NaN rows) and masked weights are 0 after it, so a
-    fully masked row is 0 (not uniform)."""
+    fully masked row is 0; except the rows `pads` (boolean `(b, 1 or h, q, 1)`, padded
+    queries), kept whole: a fully masked one is uniform, as in Keras' fused attention."""
     if keep is None:
         return softmax_float32(scores)
     scores = keras.ops.where(keep, scores, keras.ops.cast(large_negative(scores.dtype), scores.dtype))
     weights = softmax_float32(scores)
-    return weights * keras.ops.cast(keep, weights.dtype)
+    return weights * keras.ops.cast(keep_rows(keep, pads), weights.dtype)
+
+
+def keep_rows(keep, pads=None):
+    """`keep` or-ed with the padded query rows `pads` (their whole rows kept; None: none)."""
+    return keep if pads is None else keras.ops.logical_or(keep, pads)
 
 
 def upstream_gradient(args: tuple, upstream=None):
@@ -156,7 +162,7 @@ def upstream_gradient(args: tuple, upstream=None):
     return args[0] if upstream is None else upstream
 
 
-def lean_masked_softmax(scores, keep=None):
+def lean_masked_softmax(scores, keep=None, pads=None):
     """`masked_softmax` (the same values) with a gradient that reads its output alone:
     `y * (g - sum(y * g))`. Autodiff's let XLA keep the exponentials and the row sums instead
     of the weights, and on a CPU its fused backward pass took the causal mask and the sums
@@ -164,7 +170,7 @@ def lean_masked_softmax(scores, keep=None):
 
     @keras.ops.custom_gradient
     def softmax(scores):
-        weights = masked_softmax(scores, keep)
+        weights = masked_softmax(scores, keep, pads)
 
         def gradient(*args, upstream=None):
             upstream = upstream_gradient(args, upstream)
@@ -246,15 +252,19 @@ def keep_mask(attention_mask):
     return keep if len(keep.shape) == 4 else keras.ops.expand_dims(keep, 1)
 
 
-def mask_padded_queries(mask):
-    """Self-attention's mask `(b, q, k)` or `(b, h, q, k)` (q = k, the same positions) with the rows
-    of padded keys masked too: a key masked for every query (in every head) is padding, and
-    so is that position's query."""
+def padded_key_rows(mask):
+    """Self-attention's padded queries from its mask `(b, q, k)` or `(b, h, q, k)` (q = k, the
+    same positions): a key masked for every query (in every head) is padding, and so is that
+    position's query. Boolean `(b, 1, q, 1)`."""
     mask = keras.ops.cast(mask, "bool")
     over_queries = (1,) if len(mask.shape) == 3 else (1, 2)
     keys_real = keras.ops.any(mask, axis=over_queries)  # (b, k)
-    rows = keys_real[:, :, None] if len(mask.shape) == 3 else keys_real[:, None, :, None]
-    return keras.ops.logical_and(mask, rows)
+    return keras.ops.logical_not(keys_real)[:, None, :, None]
+
+
+def fully_masked_rows(keep):
+    """The rows of `keep` `(b, 1 or h, q, k)` with no key to attend: `(b, 1 or h, q, 1)`."""
+    return keras.ops.logical_not(keras.ops.any(keep, axis=-1, keepdims=True))
 
 
 def require_length(x, axis: int, max_len: int, message: str):

@@ -53,7 +53,8 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
     """For a cached cross-attention call with a convolution: the decoder queries
     `(batch, max_length, num_heads, key_dim)`, returned updated here after the call."""
 
-    def call(self, query, value, key=None, cache=None, cache_update_index=None, **kwargs):
+    def call(self, query, value, key=None, cache=None, cache_update_index=None, self_attention=None, **kwargs):
+        kwargs["self_attention"] = self_attention  # named: Keras takes no bool among tensors in `**kwargs`
         if kwargs.get("query_mask") is None and self.query_padding_mask is not None and cache is None:
             kwargs["query_mask"] = self.query_padding_mask
         if cache is not None and self.query_position is not None:

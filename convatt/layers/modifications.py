@@ -29,6 +29,7 @@ from keras import ops
 
 from convatt.layers._utils import (
     check_length,
+    keep_rows,
     lean_masked_softmax,
     lower_triangular_keep,
     masked_softmax,
@@ -76,6 +77,10 @@ class AttentionContext:
             there is no mask (every tap is open) or `causal` (no tap on a later row).
         weights: the attention `(b, h, q, k)` that multiplied the values (the `values`
             stage reads it); None before that product.
+        pads: boolean `(b, 1 or h, q, 1)`, the padded query rows (None: none known). They
+            attend as Keras' layer makes them (`masked_softmax` keeps their whole rows:
+            a row with no key left is uniform), each modification applied to them; the
+            convolutions read them as zero rows, so that no real row reads a pad.
     """
 
     query: Any
@@ -83,16 +88,19 @@ class AttentionContext:
     causal: bool = False
     future_open: Any = None
     weights: Any = None
+    pads: Any = None
 
 
-def attention_context(query, keep, causal: bool) -> AttentionContext:
-    """The context of one call: `keep` `(b, 1, q, k)` or None, `causal` as the caller says."""
+def attention_context(query, keep, causal: bool, pads=None) -> AttentionContext:
+    """The context of one call: `keep` `(b, 1, q, k)` or None, `causal` as the caller says,
+    the padded rows `pads` or None."""
     if keep is None or causal:
-        return AttentionContext(query, keep, causal, None)
+        return AttentionContext(query, keep, causal, None, pads=pads)
     shape = ops.shape(keep)
     later = ops.logical_not(lower_triangular_keep(shape[-2], shape[-1]))
-    sees_later = ops.any(ops.logical_and(keep, later), axis=(1, 2, 3), keepdims=True)
-    return AttentionContext(query, keep, False, ops.cast(sees_later, "float32"))
+    real = keep if pads is None else ops.logical_and(keep, ops.logical_not(pads))  # the real rows' keys
+    sees_later = ops.any(ops.logical_and(real, later), axis=(1, 2, 3), keepdims=True)
+    return AttentionContext(query, keep, False, ops.cast(sees_later, "float32"), pads=pads)
 
 
 def _is_int(value) -> bool:
@@ -233,15 +241,28 @@ def _mix_heads(layer, sublayer, x, context):
 
 def _convolve(layer, sublayer, x, context):
     """Before the softmax: the scores, masked ones set to 0 first (no leak into their
-    neighbours); after it: the weights, masked pairs set to 0 again after the convolution."""
+    neighbours); after it: the weights, masked pairs set to 0 again after the convolution
+    (the padded rows' whole rows kept, `context.pads`)."""
     keep = context.keep
     if layer.conv_before_softmax and keep is not None:
         x = ops.where(keep, x, ops.zeros_like(x))
-    form = {"depthwise": not layer._lean_core} if layer.attention_conv == "2d" else {}  # +Conv has one form
-    convolved = sublayer.convolve_float32(x, causal=context.causal, future_open=context.future_open, **form)
+    convolved = _convolve_rows(layer, sublayer, x, context)
     if layer.conv_before_softmax or keep is None:
         return convolved
-    return convolved * ops.cast(keep, "float32")
+    return convolved * ops.cast(keep_rows(keep, context.pads), "float32")
+
+
+def _convolve_rows(layer, sublayer, x, context):
+    """The convolution of `x` where the real rows read the padded ones as zero rows and each
+    padded row reads its neighbours as they are (two convolutions where rows are padded)."""
+    form = {"depthwise": not layer._lean_core} if layer.attention_conv == "2d" else {}  # +Conv has one form
+    convolve = lambda rows: sublayer.convolve_float32(
+        rows, causal=context.causal, future_open=context.future_open, **form
+    )  # fmt: skip
+    if context.pads is None:
+        return convolve(x)
+    real = convolve(ops.where(context.pads, ops.zeros_like(x), x))
+    return ops.where(context.pads, convolve(x), real)
 
 
 def _make_conv(layer, name, policy):
@@ -476,14 +497,16 @@ class ModifiedAttention:
         change them (the temperature); `value` None where the caller needs no values."""
         return self._apply("projections", (query, key, value), None)
 
-    def _modification_context(self, query, key, keep, use_causal_mask: bool, causal: bool) -> AttentionContext:
+    def _modification_context(
+        self, query, key, keep, use_causal_mask: bool, causal: bool, pads=None
+    ) -> AttentionContext:
         """The context of one call on the (projected) `query` and `key`: `keep` `(b, 1, q, k)`
         or None, with the causal mask and-ed in when `use_causal_mask`; the convolutions'
         query taps on the past when `causal` (the call's mask is causal) or `conv_causal`."""
         if use_causal_mask:
             lower = lower_triangular_keep(ops.shape(query)[1], ops.shape(key)[1])
             keep = lower if keep is None else ops.logical_and(keep, lower)
-        return attention_context(query, keep, causal or use_causal_mask or self.conv_causal)
+        return attention_context(query, keep, causal or use_causal_mask or self.conv_causal, pads)
 
     def _attention_maps(self, query, key, context: AttentionContext):
         """(softmax attention, attention after the convolution), each `(b, h, q, k)`, float32.
@@ -509,7 +532,7 @@ class ModifiedAttention:
         that stage's terms itself, for query rows at other positions)."""
         scores = self._apply("logits", scores, context)
         softmax = lean_masked_softmax if self._lean_core else masked_softmax
-        attention = softmax(scores, context.keep)  # float32 in, float32 out
+        attention = softmax(scores, context.keep, context.pads)  # float32 in, float32 out
         weights = self._apply("weights", attention, context)
         return attention, self._apply("attention", weights, context)
 

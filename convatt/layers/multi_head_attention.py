@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import keras
@@ -12,11 +13,29 @@ from convatt.layers import attention_cache
 from convatt.layers._utils import (
     batched_attention_mask,
     causal_keep,
+    fully_masked_rows,
     keep_mask,
-    mask_padded_queries,
-    with_query_mask,
+    padded_key_rows,
 )
 from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, ModifiedAttention
+
+@dataclass(frozen=True)
+class AttentionCall:
+    """What one call tells `_compute_attention` besides its tensors and mask.
+
+    Attributes:
+        causal: the call's `use_causal_mask` (the convolutions' query taps on past rows),
+            whether or not the causal mask reached `_compute_attention` as a mask.
+        self_attention: the queries and the keys are one sequence (`self_attention=True`,
+            or the query and the value one tensor): a padded key's query is a pad too.
+        masked: a padding or attention mask was given (`query_mask`, `value_mask`,
+            `key_mask`, `attention_mask`, or the inputs' Keras masks).
+    """
+
+    causal: bool = False
+    self_attention: bool = False
+    masked: bool = False
+
 
 WEIGHT_ORDERS = ("keras", "modifications_first")
 """`weight_order`: Keras' weights first (the default), or the modifications' first (how
@@ -167,8 +186,6 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         if weight_order not in WEIGHT_ORDERS:
             raise ValueError(f"weight_order takes one of {WEIGHT_ORDERS}; received {weight_order!r}.")
         self.weight_order = weight_order
-        self._causal_call = False
-        self._self_attention_call = False
         self._init_modifications({**options, "temperature": temperature}, max_len)
         if self._modified and self._flash_attention:
             raise ValueError(
@@ -227,9 +244,10 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         self._build_modifications(scores_shape, (query_shape[0], query_shape[1], self.num_heads, self._key_dim))
 
     def __call__(self, query, value, *args, **kwargs):
-        # Self-attention is the query and the value being one tensor; seen here, before
-        # Keras converts each argument (NumPy arrays) to a tensor of its own.
-        self._self_attention_call = query is value
+        # Self-attention: `self_attention=True`, or the query and the value one tensor, seen
+        # here, before Keras converts each argument (NumPy arrays) to a tensor of its own.
+        if kwargs.get("self_attention") is None:
+            kwargs["self_attention"] = query is value
         return super().__call__(query, value, *args, **kwargs)
 
     def call(
@@ -248,6 +266,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         cache_update_index=None,
         query_position=None,
         query_cache=None,
+        self_attention=None,
     ):
         key_len = None if cache is not None else value.shape[1]  # a cached call's keys: the cache's
         attention_mask = batched_attention_mask(self.name, attention_mask, query.shape[1], key_len)
@@ -256,56 +275,49 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 self, query, value, key, cache, cache_update_index, attention_mask, use_causal_mask,
                 return_attention_scores, training, query_position, query_cache,
             )  # fmt: skip
-        if query_mask is not None:  # Keras' call reads only the query's Keras mask: keep an explicit one
-            attention_mask = with_query_mask(attention_mask, query_mask)
-        # Keras' call passes its (causal) mask to `_compute_attention` but not the flag:
-        # the convolutions need it to align their query taps on the past.
-        self._causal_call = bool(use_causal_mask)
-        return super().call(
-            query,
-            value,
-            key=key,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            return_attention_scores=return_attention_scores,
-            training=training,
-            use_causal_mask=use_causal_mask,
+        masks = (query_mask, value_mask, key_mask, attention_mask)
+        call = AttentionCall(bool(use_causal_mask), bool(self_attention), any(m is not None for m in masks))
+        if self.attention_conv and not call.self_attention and query_mask is None and attention_mask is None:
+            if value_mask is not None or key_mask is not None:
+                self._warn_query_pads_unknown()
+        mask = self._call_mask(query, value, masks, call)
+        output, attention = self._attend(query, value, value if key is None else key, mask, training, return_attention_scores, call)
+        return (output, attention) if return_attention_scores else output
+
+    def compute_output_spec(self, query, value, *args, self_attention=None, **kwargs):
+        return super().compute_output_spec(query, value, *args, **kwargs)  # Keras' (no `self_attention`)
+
+    def _call_mask(self, query, value, masks: tuple, call: AttentionCall):
+        """Keras' mask for the call (`_compute_attention_mask`), or None where Keras' layer takes its
+        fused causal kernel (the causal mask alone, no subclass override of `_compute_attention`)."""
+        causal_only = call.causal and not call.masked and self._sliding_window is None
+        if causal_only and not self._overrides_compute_attention:
+            return None
+        query_mask, value_mask, key_mask, attention_mask = masks
+        return self._compute_attention_mask(
+            query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask=call.causal
         )
+
+    def _attend(self, query, value, key, mask, training, return_attention_scores: bool, call: AttentionCall):
+        """Keras' `call` from its mask on: the projections (and gate), `_compute_attention` (told the
+        call's facts unless a subclass overrides it: Keras' signature then), the output projection."""
+        # Copies without the inputs' Keras masks (the mask is the call's now): the projections
+        # support none and would warn. Keras' own call deletes the masks of the caller's tensors.
+        query, key, value = (ops.copy(x) for x in (query, key, value))
+        gate = self._gate_dense(query) if self._use_gate else None
+        query, key, value = self._query_dense(query), self._key_dense(key), self._value_dense(value)
+        extra = {"use_causal_mask": True} if call.causal and mask is None else {}
+        if not self._overrides_compute_attention:
+            extra["call"] = call
+        output, attention = self._compute_attention(
+            query, key, value, mask, training, return_attention_scores, **extra
+        )  # fmt: skip
+        return self._output_dense(output if gate is None else ops.multiply(output, gate)), attention
 
     def empty_cache(self, batch_size: int, max_length: int, cross: bool = False):
         """A zero cache for decoding up to `max_length` tokens (with `cross`: a cross-attention's,
         for encoder sequences of `max_length`; `convatt.layers.attention_cache`)."""
         return attention_cache.empty_cache(self, batch_size, max_length, cross=cross)
-
-    def _compute_attention_mask(
-        self,
-        query,
-        value,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        use_causal_mask=False,
-    ):
-        """Keras' mask, with two changes: no mask at all where Keras' layer would take its fused
-        causal kernel (no modification, no other mask); and, with a modification on, in
-        self-attention (the query and the value one tensor), the rows of padded keys masked
-        too (`mask_padded_queries`)."""
-        given = (query_mask, value_mask, key_mask, attention_mask)
-        if all(mask is None for mask in given) and self._sliding_window is None:
-            if use_causal_mask and self._attention_is_keras and not self._overrides_compute_attention:
-                return None  # `_compute_attention` takes Keras' fused causal path
-        mask = super()._compute_attention_mask(
-            query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
-        )
-        self_attention = self._self_attention_call or query is value
-        if self._modified and self_attention and any(mask is not None for mask in given):
-            mask = mask_padded_queries(mask)
-        elif self.attention_conv and (value_mask is not None or key_mask is not None):
-            if query_mask is None and attention_mask is None:
-                self._warn_query_pads_unknown()
-        return mask
 
     def _warn_query_pads_unknown(self) -> None:
         """Padded keys, queries of unknown padding, a convolution: if the queries are padded,
@@ -340,23 +352,39 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         training=None,
         return_attention_scores=False,
         use_causal_mask=False,
+        call: AttentionCall | None = None,
     ):
-        # Keras passes `use_causal_mask` only where it built no mask (its fused path); where
-        # `_compute_attention_mask` built none for a causal call, the flag is the call's
-        causal_unmasked = use_causal_mask or (self._causal_call and attention_mask is None)
+        """Keras' `_compute_attention` (its override point), with the modifications; `call`: what
+        `call` knows of it (the causal flag, self-attention, whether masks were given)."""
+        call = call or AttentionCall(bool(use_causal_mask))
         query, key, value = self._projected(query, key, value)  # the temperature, if on
         keras_path = not self._modified or (attention_mask is None and not return_attention_scores)
         if self._attention_is_keras and keras_path:
-            extra = {"use_causal_mask": True} if causal_unmasked else {}
+            extra = {"use_causal_mask": True} if use_causal_mask else {}
             return super()._compute_attention(
                 query, key, value, attention_mask, training, return_attention_scores, **extra
             )
         keep = None if attention_mask is None else keep_mask(attention_mask)
-        context = self._modification_context(query, key, keep, causal_unmasked, self._causal_call)
+        pads = self._padded_rows(keep, call, return_attention_scores)
+        context = self._modification_context(query, key, keep, use_causal_mask, call.causal, pads)
         _, attention = self._attention_maps(query, key, context)
         dropped = self._dropout_layer(ops.cast(attention, self.compute_dtype), training=training)
         output = self._value_terms(ops.einsum(self._combine_equation, dropped, value), dropped, context)
         return output, ops.cast(attention, self.compute_dtype)
+
+    def _padded_rows(self, keep, call: AttentionCall, return_attention_scores: bool):
+        """The padded query rows `(b, 1 or h, q, 1)` (None: none known), which attend as Keras' layer
+        makes them attend and which the convolutions read as zero rows: in self-attention, the
+        positions of padded keys; a row with no key left is uniform over every key in Keras' fused
+        attention (no dropout, no attention asked for) and 0 in its other path (then not a pad
+        here: a zero row already)."""
+        if keep is None or not call.masked:
+            return None
+        pads = padded_key_rows(keep) if call.self_attention else None
+        empty = fully_masked_rows(keep)
+        if self._dropout == 0 and not return_attention_scores:
+            return empty if pads is None else ops.logical_or(pads, empty)
+        return None if pads is None else ops.logical_and(pads, ops.logical_not(empty))
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
