@@ -167,8 +167,9 @@ def test_a_rank_2_attention_mask_is_keras_one_mask_for_the_whole_batch(case):
 
 @pytest.mark.parametrize("case", ["Conv2d", "MTA-kq"])
 def test_equal_but_distinct_query_and_value_with_key_padding_warn_and_query_mask_closes_the_leak(case):
-    """Self-attention is the query and the value being one tensor; an equal copy is not, so with
-    key padding only the queries' pads are unknown: the layer says so, and a query_mask closes it."""
+    """Self-attention is `self_attention=True` or the query and the value one tensor; an equal copy
+    is not, so with key padding only the queries' pads are unknown: the layer says so, and a
+    query_mask or `self_attention=True` closes it."""
     layer, real = layer_for(case), real_tokens(T, "right")
     x = data(4, T)
     with pytest.warns(UserWarning, match="Pass query_mask="):
@@ -179,7 +180,14 @@ def test_equal_but_distinct_query_and_value_with_key_padding_warn_and_query_mask
 
     change = np.abs(run(with_pads_changed(x, real)) - run(x))[real].max()
     assert change < 1e-5, change
+
+    def said(q):  # an explicit self_attention=True: the padded keys' queries are pads too
+        return keras.ops.convert_to_numpy(layer(q, q.copy(), value_mask=real, self_attention=True))
+
+    change = np.abs(said(with_pads_changed(x, real)) - said(x))[real].max()
+    assert change < 1e-5, change
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         layer(x, x.copy(), value_mask=real, query_mask=real)
         layer(x, x, value_mask=real)  # one tensor: self-attention
+        layer(x, x.copy(), value_mask=real, self_attention=True)

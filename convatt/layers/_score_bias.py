@@ -72,6 +72,12 @@ class ScoreBias(keras.layers.Layer):
             return add_summing_batch_by_product(ops.cast(attention_scores, "float32"), bias)
         return ops.cast(attention_scores, "float32") + bias
 
+    def bias_at(self, query_positions, key_len):
+        """The bias `(heads, rows, key_len)` in float32 of query rows at `query_positions` (int
+        `(rows,)`, each >= 0) and the keys `0 .. key_len - 1` (a cached call's rows; `bias_float32`:
+        a whole call's). Here by the offsets `i - j` (`bias_for_offsets`)."""
+        return self.bias_for_offsets(query_key_offsets(query_positions, key_len))
+
     def call(self, attention_scores):
         return ops.cast(self.add_float32(attention_scores), self.compute_dtype)
 

@@ -38,19 +38,16 @@ A cached call computes what the whole-sequence causal call computes at the same 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from keras import ops
 
-from convatt.layers._score_bias import query_key_offsets
 from convatt.layers._utils import causal_keep
 from convatt.layers.attention_conv2d import kernel_pair
 from convatt.layers.modifications import AttentionContext
 
 KEYS, VALUES, QUERIES = 0, 1, 2
-POSITIONAL = ("position_interaction", "relative_bias", "relative_position_representation", "alibi")
 
 
 def cache_slots(layer, cross: bool = False) -> int:
@@ -132,7 +129,10 @@ def _check(layer, cache, cache_update_index, query_position, query_cache) -> Non
 
 
 def _positional(layer) -> list[str]:
-    return [name for name in POSITIONAL if getattr(layer, "modifications", {}).get(name) is not None]
+    """The options on in `layer` whose terms depend on the query's position (`Modification.reads_positions`)."""
+    if not hasattr(layer, "_active"):
+        return []
+    return [row.flag for row, _ in layer._active() if row.reads_positions(layer)]
 
 
 def _check_query_cache(layer, query_cache) -> None:
@@ -253,7 +253,6 @@ def cached_call(
         _check_query_positions(layer, rows, ops.shape(query_proj)[1])
         output, attention = _modified_attention(layer, query_proj, cache, rows, mask, use_causal_mask, training)
     else:  # Keras' attention on the mask given here (never its fused causal kernel: the cache is longer)
-        layer._causal_call = False
         output, attention = layer._compute_attention(
             query_proj, cache[:, KEYS, ...], cache[:, VALUES, ...], mask, training, return_attention_scores
         )
@@ -314,7 +313,8 @@ def _earlier_rows(layer, start) -> int:
 
 
 def _modified_attention(layer, query_proj, cache, rows: _Rows, mask, use_causal_mask, training):
-    """The modified attention of the new rows: `(output (b, t, h, d), attention (b, h, t, k))`."""
+    """The modified attention of the new rows: `(output (b, t, h, d), attention (b, h, t, k))`,
+    the table's computation (`ModifiedAttention`) for query rows at their positions."""
     earlier = _earlier_rows(layer, rows.start)
     new_rows = ops.shape(query_proj)[1]
     positions = ops.cast(rows.start, "int32") - earlier + ops.arange(earlier + new_rows, dtype="int32")
@@ -323,16 +323,13 @@ def _modified_attention(layer, query_proj, cache, rows: _Rows, mask, use_causal_
         past = ops.take(rows.history, ops.maximum(positions[:earlier], 0), axis=1)
         queries = ops.concatenate([ops.cast(past, query_proj.dtype), query_proj], axis=1)
     queries, keys, values = layer._projected(queries, cache[:, KEYS, ...], cache[:, VALUES, ...])
-    causal = use_causal_mask or not rows.cross
-    keep = _rows_keep(positions, ops.shape(keys)[1], mask, earlier, causal)
-    attention = _attention_rows(layer, queries, keys, AttentionContext(queries, keep, True, None), positions)
-    attention = attention[:, :, earlier:, :]
+    keep = _rows_keep(positions, ops.shape(keys)[1], mask, earlier, use_causal_mask or not rows.cross)
+    context = AttentionContext(queries, keep, causal=True, positions=positions)
+    attention = layer._attention_maps(queries, keys, context)[1][:, :, earlier:, :]
     dropped = layer._dropout_layer(ops.cast(attention, layer.compute_dtype), training=training)
     output = ops.einsum(layer._combine_equation, dropped, values)
-    for row, sublayer in layer._active("values"):
-        term = VALUE_TERMS[row.name](sublayer, dropped, positions[earlier:])
-        output = ops.cast(ops.cast(output, "float32") + term, layer.compute_dtype)
-    return output, ops.cast(attention, layer.compute_dtype)
+    new = dataclasses.replace(context, query=query_proj, positions=positions[earlier:])
+    return layer._value_terms(output, dropped, new), ops.cast(attention, layer.compute_dtype)
 
 
 def _rows_keep(positions, key_len, mask, earlier: int, causal: bool):
@@ -352,58 +349,3 @@ def _rows_keep(positions, key_len, mask, earlier: int, causal: bool):
         past = ops.logical_and(keep[:, :1, :], past)
         keep = ops.concatenate([past, keep], axis=1)
     return ops.expand_dims(keep, 1)
-
-
-def _attention_rows(layer, queries, keys, context: AttentionContext, positions):
-    """`ModifiedAttention._attention_maps` for query rows at `positions` (not `0 .. t-1`)."""
-    layer._check_length(None, keys.shape[1])
-    scores = layer._scaled_scores(queries, keys)
-    key_len = ops.shape(keys)[1]
-    for row, sublayer in layer._active("scores"):
-        scores = scores + SCORE_TERMS[row.name](sublayer, positions, key_len, queries)
-    return layer._attention_after_scores(scores, context)[1]
-
-
-def _offsets(positions, key_len):
-    """`(rows, key_len)`: query position minus key position (positions < 0 read as 0)."""
-    return query_key_offsets(ops.maximum(positions, 0), key_len)
-
-
-def _position_interaction(sublayer, positions, key_len, queries):
-    table = ops.cast(sublayer.interactions, "float32")[:, :, :key_len]
-    return ops.take(table, ops.maximum(positions, 0), axis=1)
-
-
-def _bias_by_offset(sublayer, positions, key_len, queries):
-    """`RelativeBias`' and `SymmetricAlibiBias`' bias: it depends on the offset `i - j` only."""
-    return sublayer.bias_for_offsets(_offsets(positions, key_len))
-
-
-def _shaw_indices(sublayer, positions, key_len):
-    """`clip(j - i, k) + k` for the rows at `positions`: rows of Shaw et al.'s tables."""
-    distance = -_offsets(positions, key_len)
-    return ops.clip(distance, -sublayer.max_distance, sublayer.max_distance) + sublayer.max_distance
-
-
-def _shaw_key_term(sublayer, positions, key_len, queries):
-    a_key = ops.take(ops.cast(sublayer.key_embeddings, "float32"), _shaw_indices(sublayer, positions, key_len), axis=0)
-    key_term = ops.einsum("bqhd,qkd->bhqk", ops.cast(queries, "float32"), a_key)
-    return key_term * (1.0 / math.sqrt(sublayer.head_dim))
-
-
-def _shaw_value_term(sublayer, attention, positions):
-    indices = _shaw_indices(sublayer, positions, ops.shape(attention)[-1])
-    a_value = ops.take(ops.cast(sublayer.value_embeddings, "float32"), indices, axis=0)
-    return ops.einsum("bhqk,qkd->bqhd", ops.cast(attention, "float32"), a_value)
-
-
-SCORE_TERMS = {
-    "position_interaction": _position_interaction,
-    "relative_bias": _bias_by_offset,
-    "relative_position_representation": _shaw_key_term,
-    "alibi": _bias_by_offset,
-}
-"""The terms of the `scores` stage, for query rows at given positions: `(h or b h, rows, keys)`."""
-
-VALUE_TERMS = {"relative_position_representation": _shaw_value_term}
-"""The terms of the `values` stage, for query rows at given positions: `(b, rows, h, d_v)`, float32."""

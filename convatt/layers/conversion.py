@@ -15,14 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 import keras
-import numpy as np
 
-from convatt.layers._utils import query_tap_offsets
-from convatt.layers.attention_conv2d import kernel_pair
+from convatt.layers.modifications import MODIFICATIONS
 from convatt.layers.multi_head_attention import MultiHeadAttention
 
-NO_IDENTITY = ("alibi",)
-"""Options with no weights to start from nothing (ALiBi's biases are fixed)."""
+NO_IDENTITY = tuple(row.flag for row in MODIFICATIONS if row.identity is None)
+"""Options with no weights to start from nothing (ALiBi's biases are fixed): each row's `identity`."""
 
 
 def _hub_blocks() -> dict[type, type]:
@@ -30,7 +28,7 @@ def _hub_blocks() -> dict[type, type]:
     try:
         import keras_hub  # noqa: F401
 
-        from convatt.layers import keras_hub as ours
+        from convatt.layers import keras_hub_blocks as ours
     except ImportError:
         return {}
     return {
@@ -86,26 +84,6 @@ def convert_model(model: keras.Model, causal: bool = False, **options) -> keras.
 
 
 def start_as_identity(layer: MultiHeadAttention, causal: bool = False) -> None:
-    """Set `layer`'s modification weights so that it computes what it computes without them."""
-    causal = causal or layer.conv_causal
-    for name, sublayer in layer.modifications.items():
-        for variable in sublayer.weights:
-            variable.assign(np.zeros(variable.shape, variable.dtype))
-        if name.startswith("talking_heads"):
-            sublayer.kernel.assign(np.eye(layer.num_heads, dtype="float32"))
-        elif name == "attention_conv":
-            sublayer.kernel.assign(_identity_kernel(sublayer.kernel.shape, layer.attention_conv, causal))
-    if layer.temperature:
-        layer.temperature_weight.assign(np.ones(layer.temperature_weight.shape, "float32"))
-
-
-def _identity_kernel(shape, conv: str, causal: bool) -> np.ndarray:
-    """A kernel whose only 1 is on the tap reading the entry itself (row offset 0, centre column)."""
-    kernel = np.zeros(shape, "float32")
-    rows = shape[1]
-    row = query_tap_offsets(rows, causal).index(0)
-    if conv == "1d":  # (head, tap, in, out): the key column itself
-        kernel[:, row] = np.eye(shape[2], dtype="float32")
-    else:  # (head, row_tap, col_tap), the key axis centred
-        kernel[:, row, (kernel_pair((shape[1], shape[2]))[1] - 1) // 2] = 1.0
-    return kernel
+    """Set `layer`'s modification weights so that it computes what it computes without them
+    (`MultiHeadAttention.start_as_identity`: each modification's own start, from its row)."""
+    layer.start_as_identity(causal=causal)

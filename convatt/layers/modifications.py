@@ -33,6 +33,7 @@ from convatt.layers._utils import (
     lean_masked_softmax,
     lower_triangular_keep,
     masked_softmax,
+    query_tap_offsets,
     require_length,
 )
 from convatt.layers.attention_conv1d import AttentionConv1D
@@ -77,6 +78,9 @@ class AttentionContext:
             there is no mask (every tap is open) or `causal` (no tap on a later row).
         weights: the attention `(b, h, q, k)` that multiplied the values (the `values`
             stage reads it); None before that product.
+        positions: int `(q,)`, the query rows' positions (the keys': `0 .. k - 1`); None: a
+            whole call's, `0 .. q - 1`. A cached call's rows are the table's call at their
+            positions (`convatt.layers.attention_cache`).
         pads: boolean `(b, 1 or h, q, 1)`, the padded query rows (None: none known). They
             attend as Keras' layer makes them (`masked_softmax` keeps their whole rows:
             a row with no key left is uniform), each modification applied to them; the
@@ -89,6 +93,7 @@ class AttentionContext:
     future_open: Any = None
     weights: Any = None
     pads: Any = None
+    positions: Any = None
 
 
 def attention_context(query, keep, causal: bool, pads=None) -> AttentionContext:
@@ -176,6 +181,10 @@ class Modification:
         per_position: whether it has weights per absolute position or offset (then the
             layer needs `max_len` and takes no longer input); `layer -> bool` when an
             option decides.
+        identity: `(layer, sublayer or weight, causal) -> None`: sets its weights where it
+            changes nothing (`convatt.layers.conversion` starts converted models there;
+            `causal`: the layer is called causally); None where no weights can (ALiBi's
+            fixed slopes).
     """
 
     name: str
@@ -188,6 +197,7 @@ class Modification:
         default=lambda layer, sublayer, scores_shape, query_shape: sublayer.build(scores_shape)
     )
     per_position: bool | Callable[[Any], bool] = False
+    identity: Callable[..., None] | None = field(default=lambda layer, sublayer, causal: _assign_zeros(sublayer))
 
     def is_on(self, layer) -> bool:
         value = getattr(layer, self.flag)
@@ -195,6 +205,11 @@ class Modification:
 
     def acts_of(self, layer) -> dict[str, Callable[..., Any]]:
         return self.acts(layer) if callable(self.acts) else self.acts
+
+    def reads_positions(self, layer) -> bool:
+        """Whether its terms depend on the query's position: those of the `scores` and
+        `values` stages are per (query, key) pair (a cached call gives the rows' positions)."""
+        return bool({"scores", "values"} & set(self.acts_of(layer)))
 
     def needs_max_len(self, layer) -> bool:
         return self.per_position(layer) if callable(self.per_position) else self.per_position
@@ -208,18 +223,59 @@ def _switch(name: str, make, acts, attr: str = "", flag: str = "", owns_flag: bo
     return Modification(name, attr or f"_{name}", flag, options, make, acts, **fields)
 
 
+def _assign_zeros(sublayer) -> None:
+    for variable in sublayer.weights:
+        variable.assign(np.zeros(variable.shape, variable.dtype))
+
+
+def _unit_temperature(layer, weight, causal: bool) -> None:
+    weight.assign(np.ones(weight.shape, "float32"))
+
+
+def _identity_heads(layer, sublayer, causal: bool) -> None:
+    _assign_zeros(sublayer)
+    sublayer.kernel.assign(np.eye(layer.num_heads, dtype="float32"))
+
+
+def _identity_conv(layer, sublayer, causal: bool) -> None:
+    """A kernel whose only 1 is on the tap reading the entry itself (row offset 0, centre column;
+    the row offset 0 is another tap under a causal call), zero bias."""
+    _assign_zeros(sublayer)
+    shape = sublayer.kernel.shape
+    kernel = np.zeros(shape, "float32")
+    row = query_tap_offsets(shape[1], causal or layer.conv_causal).index(0)
+    if layer.attention_conv == "1d":  # (head, tap, in, out): the key column itself
+        kernel[:, row] = np.eye(shape[2], dtype="float32")
+    else:  # (head, row_tap, col_tap), the key axis centred
+        kernel[:, row, (kernel_pair((shape[1], shape[2]))[1] - 1) // 2] = 1.0
+    sublayer.kernel.assign(kernel)
+
+
 def _add(layer, sublayer, scores, context):
+    if context.positions is not None:
+        return scores + sublayer.bias_at(_at_least_0(context.positions), ops.shape(scores)[-1])
     return sublayer.add_float32(scores, sum_batch_by_product=layer._lean_core)
 
 
 def _add_with_query(layer, sublayer, scores, context):
+    if context.positions is not None:
+        return scores + sublayer.key_term_at(context.query, _at_least_0(context.positions), ops.shape(scores)[-1])
     return sublayer.add_float32(scores, context.query, gathered=not layer._lean_core)
 
 
 def _add_value_term(layer, sublayer, output, context):
     """Shaw et al.'s value term, added to the product with the values in float32."""
-    term = sublayer.value_term(context.weights, gathered=not layer._lean_core)
+    if context.positions is not None:
+        term = sublayer.value_term_at(context.weights, _at_least_0(context.positions))
+    else:
+        term = sublayer.value_term(context.weights, gathered=not layer._lean_core)
     return ops.cast(ops.cast(output, "float32") + term, layer.compute_dtype)
+
+
+def _at_least_0(positions):
+    """Rows before the sequence (a convolution's zero padding, position < 0) read position 0's
+    terms: they attend no key, so the terms are never used, only kept inside the tables."""
+    return ops.maximum(positions, 0)
 
 
 def _scale_projections(layer, temperature, projections, context):
@@ -299,7 +355,12 @@ def _make_relative_bias(layer, name, policy):
 
 MODIFICATIONS: tuple[Modification, ...] = (
     _switch(
-        "temperature", None, {"projections": _scale_projections}, attr="temperature_weight", build=_build_temperature
+        "temperature",
+        None,
+        {"projections": _scale_projections},
+        attr="temperature_weight",
+        build=_build_temperature,
+        identity=_unit_temperature,
     ),
     _switch(
         "position_interaction",
@@ -332,6 +393,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
         "alibi",
         lambda layer, name, policy: SymmetricAlibiBias(layer.num_heads, name=name, dtype=policy),
         {"scores": _add},
+        identity=None,
     ),
     Modification(
         "attention_conv",
@@ -346,6 +408,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
         _make_conv,
         lambda layer: {"logits" if layer.conv_before_softmax else "attention": _convolve},
         per_position=lambda layer: layer.attention_conv == "1d",
+        identity=_identity_conv,
     ),
     *(
         _switch(
@@ -355,6 +418,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
             attr=f"_talking_{stage}",
             flag="talking_heads",
             owns_flag=stage == "logits",
+            identity=_identity_heads,
         )
         for stage in ("logits", "weights")
     ),
@@ -482,6 +546,15 @@ class ModifiedAttention:
         for row in MODIFICATIONS:
             if row.is_on(self):
                 row.build(self, getattr(self, row.attr), scores_shape, query_shape)
+
+    def start_as_identity(self, causal: bool = False) -> None:
+        """Set the modifications' weights where they change nothing (each row's `identity`):
+        the layer then computes what it computes without them (`causal`: it is called with
+        `use_causal_mask=True`). A ValueError for a modification with no such start."""
+        for row, sublayer in self._active():
+            if row.identity is None:
+                raise ValueError(f"{self.name}: {row.flag} has no weights to start from nothing.")
+            row.identity(self, sublayer, causal)
 
     def _modification_config(self) -> dict:
         return {"max_len": self.max_len, **{name: getattr(self, name) for name in MODIFICATION_OPTIONS}}

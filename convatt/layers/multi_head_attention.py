@@ -19,6 +19,7 @@ from convatt.layers._utils import (
 )
 from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, ModifiedAttention
 
+
 @dataclass(frozen=True)
 class AttentionCall:
     """What one call tells `_compute_attention` besides its tensors and mask.
@@ -276,13 +277,21 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 return_attention_scores, training, query_position, query_cache,
             )  # fmt: skip
         masks = (query_mask, value_mask, key_mask, attention_mask)
-        call = AttentionCall(bool(use_causal_mask), bool(self_attention), any(m is not None for m in masks))
-        if self.attention_conv and not call.self_attention and query_mask is None and attention_mask is None:
-            if value_mask is not None or key_mask is not None:
-                self._warn_query_pads_unknown()
+        call = self._call_facts(masks, use_causal_mask, self_attention)
         mask = self._call_mask(query, value, masks, call)
-        output, attention = self._attend(query, value, value if key is None else key, mask, training, return_attention_scores, call)
+        key = value if key is None else key
+        output, attention = self._attend(query, value, key, mask, training, return_attention_scores, call)
         return (output, attention) if return_attention_scores else output
+
+    def _call_facts(self, masks: tuple, use_causal_mask, self_attention) -> AttentionCall:
+        """The call's `AttentionCall`; a warning where a convolution may read padded queries."""
+        query_mask, value_mask, key_mask, attention_mask = masks
+        call = AttentionCall(bool(use_causal_mask), bool(self_attention), any(m is not None for m in masks))
+        keys_padded = value_mask is not None or key_mask is not None
+        if self.attention_conv and not call.self_attention and keys_padded:
+            if query_mask is None and attention_mask is None:
+                self._warn_query_pads_unknown()
+        return call
 
     def compute_output_spec(self, query, value, *args, self_attention=None, **kwargs):
         return super().compute_output_spec(query, value, *args, **kwargs)  # Keras' (no `self_attention`)
@@ -321,13 +330,13 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
 
     def _warn_query_pads_unknown(self) -> None:
         """Padded keys, queries of unknown padding, a convolution: if the queries are padded,
-        their pads reach real rows through the convolution's taps. Self-attention is known
-        only as the query and the value being one tensor; equal tensors are not."""
+        their pads reach real rows through the convolution's taps. Self-attention is
+        `self_attention=True`, or the query and the value one tensor; equal tensors are not."""
         warnings.warn(
             f"{self.name}: a convolution over the attention rows with padded keys (value_mask, key_mask or the "
             "value's Keras mask) and no word on the queries' padding: if the queries are padded, their pads "
             "reach real rows through the convolution's taps. Pass query_mask= (all True where the queries have "
-            "no padding; for self-attention, the same mask), or call layer(x, x) with one tensor for both.",
+            "no padding; for self-attention, the same mask), or say self_attention=True (or call layer(x, x)).",
             stacklevel=3,
         )
 

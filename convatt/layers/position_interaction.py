@@ -76,6 +76,10 @@ class PositionInteraction(ScoreBias):
         """`A^p[:, :query_len, :key_len]` in float32."""
         return ops.cast(self.interactions[:, :query_len, :key_len], "float32")
 
+    def bias_at(self, query_positions, key_len):
+        """The rows of `A^p` at `query_positions` (`ScoreBias.bias_at`): they are per position."""
+        return ops.take(self.bias_float32(self.max_len, key_len), query_positions, axis=1)
+
     def get_config(self) -> dict:
         config = super().get_config()
         config.update({"max_len": self.max_len, "num_heads": self.num_heads})

@@ -8,6 +8,7 @@ from typing import Any
 import keras
 from keras import ops
 
+from convatt.layers._score_bias import query_key_offsets
 from convatt.layers._utils import distinct_initializer, on_accelerator, upstream_gradient
 
 
@@ -255,6 +256,23 @@ class RelativePositionRepresentation(keras.layers.Layer):
         # sum_j attention_ij w^V[clip(j - i)] = sum_r (the attention's sum at distance r) w^V[r]
         sums = sum_by_distance(attention, self.max_distance)
         return ops.einsum("bhqr,rd->bqhd", sums, ops.cast(self.value_embeddings, "float32"))
+
+    def indices_at(self, query_positions, key_len):
+        """`relative_indices` of query rows at `query_positions` (int `(rows,)`, each >= 0)."""
+        distance = -query_key_offsets(query_positions, key_len)
+        return ops.clip(distance, -self.max_distance, self.max_distance) + self.max_distance
+
+    def key_term_at(self, query, query_positions, key_len):
+        """The key term `(b, h, rows, key_len)` in float32 of query rows `query` `(b, rows, h, d)`
+        at `query_positions` (a cached call's rows; `add_float32`: a whole call's)."""
+        a_key = ops.take(ops.cast(self.key_embeddings, "float32"), self.indices_at(query_positions, key_len), axis=0)
+        return ops.einsum("bqhd,qkd->bhqk", ops.cast(query, "float32"), a_key) * (1.0 / math.sqrt(self.head_dim))
+
+    def value_term_at(self, attention, query_positions):
+        """`value_term` of attention rows `(b, h, rows, k)` at `query_positions`."""
+        indices = self.indices_at(query_positions, ops.shape(attention)[-1])
+        a_value = ops.take(ops.cast(self.value_embeddings, "float32"), indices, axis=0)
+        return ops.einsum("bhqk,qkd->bqhd", ops.cast(attention, "float32"), a_value)
 
     def _gathered(self, embeddings, query_len, key_len):
         """`(query_len, key_len, d)`: the row of `embeddings` of each pair's clipped distance."""
