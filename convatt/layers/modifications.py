@@ -181,6 +181,8 @@ class Modification:
         per_position: whether it has weights per absolute position or offset (then the
             layer needs `max_len` and takes no longer input); `layer -> bool` when an
             option decides.
+        example: options that turn it on (empty: `{flag: True}`); the tests build each row
+            from it, so a new row is tested (identity start, cached decoding) by itself.
         identity: `(layer, sublayer or weight, causal) -> None`: sets its weights where it
             changes nothing (`convatt.layers.conversion` starts converted models there;
             `causal`: the layer is called causally); None where no weights can (ALiBi's
@@ -198,6 +200,11 @@ class Modification:
     )
     per_position: bool | Callable[[Any], bool] = False
     identity: Callable[..., None] | None = field(default=lambda layer, sublayer, causal: _assign_zeros(sublayer))
+    example: dict[str, Any] = field(default_factory=dict)
+
+    def example_options(self) -> dict[str, Any]:
+        """Options that turn this row on (`example`, or `{flag: True}`)."""
+        return dict(self.example) or {self.flag: True}
 
     def is_on(self, layer) -> bool:
         value = getattr(layer, self.flag)
@@ -387,6 +394,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
         {"relative_position_representation": (None, _optional_count)},
         _make_relative_position,
         {"scores": _add_with_query, "values": _add_value_term},
+        example={"relative_position_representation": 2},
         build=lambda layer, sublayer, scores_shape, query_shape: sublayer.build(scores_shape, query_shape),
     ),
     _switch(
@@ -409,6 +417,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
         lambda layer: {"logits" if layer.conv_before_softmax else "attention": _convolve},
         per_position=lambda layer: layer.attention_conv == "1d",
         identity=_identity_conv,
+        example={"attention_conv": "2d"},
     ),
     *(
         _switch(
