@@ -2,8 +2,8 @@
 
 `check_request` reads the run's settings and symbols (no Keras) and says what is wrong with a
 request; `CausalSteps` runs the trained model either on the whole prefix (the reference) or a
-symbol at a time with each attention layer's cache (`convatt.layers.attention_cache`), through
-the trained model's own layers (`convatt.sequence.model` names them).
+symbol at a time with each attention layer's cache (`convatt.layers.attention_cache`), by the
+decode step beside the model's builder (`convatt.sequence.model.causal_step`).
 """
 
 from __future__ import annotations
@@ -98,12 +98,13 @@ class CausalSteps:
     on the whole prefix (the reference) or with each attention layer's cache, both compiled."""
 
     def __init__(self, model):
+        from convatt.sequence.model import causal_step
+
         self.model = model
         self.max_len = int(model.input_shape[1])
-        self.num_layers = sum(1 for layer in model.layers if layer.name.startswith("attention_"))
         self.caches: tuple = ()
         self._whole = compiled(lambda tokens: model(tokens, training=False))
-        self._step = compiled(self._cached_forward)
+        self._step = compiled(lambda tokens, caches, index: causal_step(model, tokens, caches, index))
 
     def whole_prefix_logits(self, ids: list[int]) -> np.ndarray:
         """The next symbol's logits from a run of the whole model on `ids` (padded: it is causal)."""
@@ -117,32 +118,14 @@ class CausalSteps:
         """The logits after `new_ids` placed at `index`; at 0 (the prompt) the caches start empty."""
         from keras import ops
 
+        from convatt.sequence.model import causal_step, empty_caches
+
         tokens = np.asarray([new_ids], "int32")
         if index == 0:  # the prompt, at a known start (no earlier rows): run as it is
-            empty = tuple(self.model.get_layer(f"attention_{i + 1}").empty_cache(1, self.max_len)
-                          for i in range(self.num_layers))  # fmt: skip
-            logits, self.caches = self._cached_forward(tokens, empty, 0)
+            logits, self.caches = causal_step(self.model, tokens, empty_caches(self.model), 0)
         else:
             logits, self.caches = self._step(tokens, self.caches, np.asarray(index, "int32"))
         return ops.convert_to_numpy(logits)[0, -1]
-
-    def _cached_forward(self, tokens, caches, index):
-        """(logits `(1, t, symbols)`, caches) of `tokens` at `index`: the model's layers, cached."""
-        from keras import ops
-
-        get, caches = self.model.get_layer, list(caches)
-        x = get("embedding")(tokens)
-        if any(layer.name == "positions" for layer in self.model.layers):
-            rows = ops.cast(index, "int32") + ops.arange(ops.shape(tokens)[1], dtype="int32")
-            x = x + ops.expand_dims(ops.take(get("positions").embeddings, rows, axis=0), 0)
-        for i in range(self.num_layers):
-            h = get(f"ln_attention_{i + 1}")(x)
-            h, caches[i] = get(f"attention_{i + 1}")(
-                h, h, cache=caches[i], cache_update_index=index, use_causal_mask=True
-            )
-            x = x + h
-            x = x + get(f"ff_out_{i + 1}")(get(f"ff_in_{i + 1}")(get(f"ln_ff_{i + 1}")(x)))
-        return get("logits")(get("ln_final")(x)), tuple(caches)
 
 
 @dataclass(frozen=True)

@@ -35,16 +35,55 @@ def layer_options(config: SequenceModelConfig, index: int) -> dict:
     return options
 
 
+def block_layer(part: str, index: int) -> str:
+    """The name of block `index`'s (0 = first) layer `part`: "ln_attention", "attention", "ln_ff",
+    "ff_in" or "ff_out" (the names `causal_step` finds the layers by, and saved models know)."""
+    return f"{part}_{index + 1}"
+
+
 def _block(x, config: SequenceModelConfig, index: int):
     d, heads = config.d_model, config.num_heads
-    h = keras.layers.LayerNormalization(epsilon=1e-5, name=f"ln_attention_{index + 1}")(x)
-    attention = MultiHeadAttention(heads, d // heads, name=f"attention_{index + 1}", **layer_options(config, index))
+    h = keras.layers.LayerNormalization(epsilon=1e-5, name=block_layer("ln_attention", index))(x)
+    options = layer_options(config, index)
+    attention = MultiHeadAttention(heads, d // heads, name=block_layer("attention", index), **options)
     h = attention(h, h, use_causal_mask=True)
     x = keras.layers.Add()([x, keras.layers.Dropout(config.dropout)(h)])
-    h = keras.layers.LayerNormalization(epsilon=1e-5, name=f"ln_ff_{index + 1}")(x)
-    h = keras.layers.Dense(config.ff_dim, activation="gelu", name=f"ff_in_{index + 1}")(h)
-    h = keras.layers.Dense(d, name=f"ff_out_{index + 1}")(h)
+    h = keras.layers.LayerNormalization(epsilon=1e-5, name=block_layer("ln_ff", index))(x)
+    h = keras.layers.Dense(config.ff_dim, activation="gelu", name=block_layer("ff_in", index))(h)
+    h = keras.layers.Dense(d, name=block_layer("ff_out", index))(h)
     return keras.layers.Add()([x, keras.layers.Dropout(config.dropout)(h)])
+
+
+def count_blocks(model: keras.Model) -> int:
+    """How many blocks a `build_causal_model` model has."""
+    return sum(1 for layer in model.layers if isinstance(layer, MultiHeadAttention))
+
+
+def empty_caches(model: keras.Model, batch_size: int = 1) -> tuple:
+    """Each block's empty attention cache for `causal_step`, as long as the model's input."""
+    length = int(model.input_shape[1])
+    return tuple(
+        model.get_layer(block_layer("attention", i)).empty_cache(batch_size, length) for i in range(count_blocks(model))
+    )
+
+
+def causal_step(model: keras.Model, tokens, caches: tuple, index):
+    """`(logits (batch, t, symbols), caches)`: the model of `build_causal_model` (inference, no
+    dropout) on the symbols `tokens` `(batch, t)` at positions `index ..`, through each block's
+    attention cache (`empty_caches` at first): the whole model's logits at those positions."""
+    get, caches = model.get_layer, list(caches)
+    x = get("embedding")(tokens)
+    if any(layer.name == "positions" for layer in model.layers):
+        rows = keras.ops.cast(index, "int32") + keras.ops.arange(keras.ops.shape(tokens)[1], dtype="int32")
+        x = x + keras.ops.expand_dims(keras.ops.take(get("positions").embeddings, rows, axis=0), 0)
+    for i in range(len(caches)):
+        h = get(block_layer("ln_attention", i))(x)
+        h, caches[i] = get(block_layer("attention", i))(
+            h, h, cache=caches[i], cache_update_index=index, use_causal_mask=True
+        )
+        x = x + h
+        x = x + get(block_layer("ff_out", i))(get(block_layer("ff_in", i))(get(block_layer("ln_ff", i))(x)))
+    return get("logits")(get("ln_final")(x)), tuple(caches)
 
 
 def build_causal_model(config: SequenceModelConfig, n_symbols: int, jit_compile: bool | str = "auto") -> keras.Model:
