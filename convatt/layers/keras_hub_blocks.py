@@ -9,7 +9,6 @@ does not need keras-hub.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import keras
@@ -21,6 +20,8 @@ except ImportError as error:  # the optional extra
     raise ImportError(
         "convatt.layers.keras_hub_blocks needs keras-hub: pip install 'convatt[hub]' (or pip install keras-hub)."
     ) from error
+
+from keras_hub.src.layers.modeling.transformer_layer_utils import merge_padding_and_attention_mask
 
 from convatt.layers import attention_cache
 from convatt.layers.multi_head_attention import MultiHeadAttention
@@ -37,47 +38,14 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
     KerasHub's blocks pass `cache=None, cache_update_index=None` on whole sequences
     (training, scoring) and a cache when decoding a token at a time; convatt's
     `MultiHeadAttention` takes both (`convatt.layers.attention_cache`: keys, values and,
-    with a convolution, queries). KerasHub's decoder gives its cross-attention only the
-    encoder's mask and cache; what else it needs for a call, `TransformerDecoder` sets
-    here (`_cross_attention_inputs`) and resets after.
+    with a convolution, queries). What else a cross-attention needs (the decoder's padding
+    and position, the earlier decoder queries), `TransformerDecoder` passes as arguments.
     """
 
-    query_padding_mask = None
-    """The queries' padding `(batch, query_len)` the decoder gives its cross-attention for a
-    call (KerasHub passes it the encoder's mask only); None: none."""
 
-    query_position = None
-    """For a cached cross-attention call: the decoder position of the first query; None: none."""
-
-    query_cache = None
-    """For a cached cross-attention call with a convolution: the decoder queries
-    `(batch, max_length, num_heads, key_dim)`, returned updated here after the call."""
-
-    def call(self, query, value, key=None, cache=None, cache_update_index=None, self_attention=None, **kwargs):
-        kwargs["self_attention"] = self_attention  # named: Keras takes no bool among tensors in `**kwargs`
-        if kwargs.get("query_mask") is None and self.query_padding_mask is not None and cache is None:
-            kwargs["query_mask"] = self.query_padding_mask
-        if cache is not None and self.query_position is not None:
-            kwargs.update(query_position=self.query_position, query_cache=self.query_cache)
-        outputs = super().call(query, value, key=key, cache=cache, cache_update_index=cache_update_index, **kwargs)
-        if kwargs.get("query_cache") is not None:
-            *outputs, self.query_cache = outputs
-            outputs = tuple(outputs)
-        return outputs
-
-
-@contextlib.contextmanager
-def _cross_attention_inputs(cross: CacheFreeMultiHeadAttention | None, padding=None, position=None, queries=None):
-    """Within the block: `cross`'s query padding, decoder position and decoder queries of one
-    decoder call (KerasHub passes none of them); reset after (None: no cross-attention)."""
-    if cross is None:
-        yield
-        return
-    cross.query_padding_mask, cross.query_position, cross.query_cache = padding, position, queries
-    try:
-        yield
-    finally:
-        cross.query_padding_mask = cross.query_position = cross.query_cache = None
+def _keras_mask(x):
+    """`x`'s Keras mask where it has one (KerasHub's decoder reads it so too), else None."""
+    return getattr(x, "_keras_mask", None)
 
 
 def _replace_attention(block, attribute: str, shape, value_shape, options: dict[str, Any]) -> None:
@@ -256,23 +224,97 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         use_causal_mask=True,
         training=None,
     ):
-        # KerasHub's cross-attention gets no mask of its queries (the decoder's tokens; with a
-        # convolution their padding would reach real rows), nor, cached, their decoder position.
-        arguments = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
-        cross = self._cross_attention_layer if encoder_sequence is not None else None
-        padding = decoder_padding_mask
-        if padding is None:
-            padding = getattr(decoder_sequence, "_keras_mask", None)
-        position = queries = None
-        if cross is not None and cross_attention_cache is not None and self_attention_cache is not None:
+        """KerasHub's decoder call, with its cross-attention told what KerasHub's is not: the decoder's
+        padding (with a convolution it would reach real rows), and, cached, the decoder position and
+        the earlier decoder queries (kept as the self-attention cache's last slot)."""
+        self._check_call(encoder_sequence, self_attention_cache, cross_attention_cache)
+        mask = self._compute_self_attention_mask(
+            decoder_sequence, decoder_padding_mask, decoder_attention_mask, use_causal_mask,
+            self_attention_cache, self_attention_cache_update_index,
+        )  # fmt: skip
+        padding = decoder_padding_mask if decoder_padding_mask is not None else _keras_mask(decoder_sequence)
+        cache, queries, position = self_attention_cache, None, None
+        if encoder_sequence is not None and cross_attention_cache is not None:
             position = self._cross_query_position(self_attention_cache, self_attention_cache_update_index)
-            arguments["self_attention_cache"], queries = self._split_cache(self_attention_cache)
-        with _cross_attention_inputs(cross, padding, position, queries):
-            outputs = super().call(**arguments)
-            if queries is None:
-                return outputs
-            x, own, cross_cache = outputs  # the cross-attention's queries back into the self-attention cache
-            return x, ops.concatenate([own, ops.expand_dims(cross.query_cache, 1)], axis=1), cross_cache
+            cache, queries = self._split_cache(self_attention_cache)
+        own = {"attention_mask": mask, "cache": cache, "cache_update_index": self_attention_cache_update_index}
+        x, cache = self._attention_block("self", decoder_sequence, own, training)
+        if encoder_sequence is not None:
+            cross = self._cross_arguments(encoder_sequence, encoder_padding_mask, encoder_attention_mask, padding)
+            if cross_attention_cache is not None:
+                cross = self._cached_cross_arguments(
+                    cross, cross_attention_cache, cross_attention_cache_update_index, queries, position
+                )  # fmt: skip
+            x, cross_attention_cache, queries = self._cross_block(x, encoder_sequence, cross, training)
+        x = self._feedforward_block(x, training)
+        return self._outputs(x, cache, queries, cross_attention_cache, encoder_sequence is not None)
+
+    def _check_call(self, encoder_sequence, self_attention_cache, cross_attention_cache) -> None:
+        """KerasHub's checks of a call: the encoder given as the decoder was built, both caches or none."""
+        built_with = self._cross_attention_layer is not None
+        if built_with != (encoder_sequence is not None):
+            raise ValueError(
+                f"{self.name}: built {'with' if built_with else 'without'} cross-attention, called "
+                f"{'without' if built_with else 'with'} encoder_sequence: the call's arguments must not change "
+                "(layer(decoder_sequence, encoder_sequence) or layer(decoder_sequence))."
+            )
+        if built_with and (self_attention_cache is None) != (cross_attention_cache is None):
+            raise ValueError(
+                f"{self.name}: with cross-attention, self_attention_cache and cross_attention_cache are both "
+                "given or both None."
+            )
+
+    def _attention_block(self, which: str, x, arguments: dict, training, value=None):
+        """A residual attention block as KerasHub's (`which`: "self" or "cross"): `(x, the call's
+        further outputs: None, the cache, or (cache, query cache))`."""
+        layer, norm = getattr(self, f"_{which}_attention_layer"), getattr(self, f"_{which}_attention_layer_norm")
+        residual = x
+        x = norm(x) if self.normalize_first else x
+        output = layer(query=x, value=x if value is None else value, training=training, **arguments)
+        rest = None
+        if arguments.get("cache") is not None:
+            output, *rest = output
+            rest = rest[0] if len(rest) == 1 else tuple(rest)
+        x = getattr(self, f"_{which}_attention_dropout")(output, training=training) + residual
+        return (x if self.normalize_first else norm(x)), rest
+
+    @staticmethod
+    def _cross_arguments(encoder_sequence, encoder_padding_mask, encoder_attention_mask, padding) -> dict:
+        """The cross-attention's arguments on whole sequences: KerasHub's mask and the decoder's padding."""
+        mask = merge_padding_and_attention_mask(encoder_sequence, encoder_padding_mask, encoder_attention_mask)
+        return {"attention_mask": mask, "query_mask": padding}
+
+    @staticmethod
+    def _cached_cross_arguments(arguments: dict, cache, index, queries, position) -> dict:
+        """A cached step's: the cache, and where a modification needs them the decoder position and
+        the earlier decoder queries (a step's queries are real tokens: no query mask)."""
+        arguments = {"attention_mask": arguments["attention_mask"], "cache": cache, "cache_update_index": index}
+        if position is not None:
+            arguments["query_position"] = position
+        if queries is not None:
+            arguments["query_cache"] = queries
+        return arguments
+
+    def _cross_block(self, x, encoder_sequence, arguments: dict, training):
+        """The cross-attention block: `(x, cross cache or None, decoder queries or None)`."""
+        x, rest = self._attention_block("cross", x, arguments, training, value=encoder_sequence)
+        return (x, *rest) if isinstance(rest, tuple) else (x, rest, None)
+
+    def _feedforward_block(self, x, training):
+        residual = x
+        x = self._feedforward_layer_norm(x) if self.normalize_first else x
+        x = self._feedforward_output_dense(self._feedforward_intermediate_dense(x))
+        x = self._feedforward_dropout(x, training=training) + residual
+        return x if self.normalize_first else self._feedforward_layer_norm(x)
+
+    @staticmethod
+    def _outputs(x, cache, queries, cross_cache, crossed: bool):
+        """KerasHub's outputs; the cross-attention's decoder queries back into the self-attention cache."""
+        if cache is None:
+            return x
+        if queries is not None:
+            cache = ops.concatenate([cache, ops.expand_dims(queries, 1)], axis=1)
+        return (x, cache, cross_cache) if crossed else (x, cache)
 
     def _cross_query_position(self, self_attention_cache, index):
         """The decoder position a cached cross-attention call needs (None where it needs none)."""
