@@ -89,7 +89,8 @@ def test_the_page_says_the_gain_with_its_interval_and_which_runs_are_missing(tmp
     assert f"[{low:+.2f}, {high:+.2f}]" in row and "not settled by 3 seeds" in row
     assert f"make lm-continue EPOCHS=60 RUNS={tmp_path / 'lm'}` trains or resumes 12" in text  # none of the LM's
     assert "ud/UD_English-GUM/san-pe-add-conv2d/seed1 (missing)" in text  # the from-scratch reference
-    assert "| ud | continued | 6 | " in text  # provenance: the finished runs' commits, backends, machines
+    # provenance: the finished runs' commits, backends, machines, per setting
+    assert "| ud | SAN+PE[add]+Conv2d, converted | 3 | " in text
 
 
 @pytest.mark.parametrize(

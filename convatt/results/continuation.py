@@ -281,15 +281,16 @@ def gain_table(gains: pd.DataFrame) -> str:
 
 
 def provenance_table(frame: pd.DataFrame) -> str:
-    """Per task and role: the commits, backends and machines of the finished runs (result.json)."""
+    """Per task and setting: the commits, backends and machines of the finished runs (result.json),
+    so that a setting whose runs came from several commits' code shows it."""
     rows = []
     finished = frame[frame["status"] == "finished"]
-    for (task, role), group in finished.groupby(["task", "role"], sort=False):
+    for (task, setting), group in finished.groupby(["task", "setting"], sort=False):
         values = [
             ", ".join(sorted({v for v in group[c] if v})) or "not recorded" for c in ("commit", "backend", "machine")
         ]
-        rows.append([task, role, str(len(group)), *values])
-    return markdown_table(["Task", "Role", "Finished runs", "Commits", "Backends", "Machines"], rows)
+        rows.append([task, setting, str(len(group)), *values])
+    return markdown_table(["Task", "Setting", "Finished runs", "Commits", "Backends", "Machines"], rows)
 
 
 def missing_lines(frame: pd.DataFrame, commands: dict[str, str]) -> list[str]:
@@ -427,9 +428,9 @@ def page_text(frame: pd.DataFrame, gains: pd.DataFrame, commands: dict[str, str]
         f"![Dev curves: the source runs, continued as they are and converted, and from scratch]({PAGE}_dev.png)",
         "## Every run\n\n### Character LM\n\n" + runs_table(frame, "charlm"),
         "### Tagging\n\n" + runs_table(frame, "ud"),
-        "## Provenance\n\nThe code's commit, the backend and the machine of every finished run "
+        "## Provenance\n\nThe code's commit, the backend and the machine of every finished run, per setting "
         "(result.json's `source_commit`, `backend`, `machine`; a continued run's source is in its "
-        "`started_from`).\n\n" + provenance_table(frame),
+        "`started_from`): a setting with one commit is one commit's computation.\n\n" + provenance_table(frame),
     ]  # fmt: skip
     return "\n\n".join(sections) + "\n"
 
