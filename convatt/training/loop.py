@@ -11,7 +11,8 @@ between kinds of run is in the hooks a subclass overrides:
     describe(data)  log the data and write vocab.json
     build(data)     the compiled model
     model_note(data)      the model's line in the log, after its parameters and seed
-    train_batches(...)    the batches of the epochs left to train
+    train_rows(data, model)   the training split's rows as batches (`convatt.training.feed.TrainRows`)
+    measure_dev(model, dev)   the model's dev score (`DevScore`), each epoch and on the curve
     result(...)     evaluate the best epoch into a `RunResult` (and its per-sentence files)
     test_summary(result)  the test scores on the last line of the log
 
@@ -32,7 +33,7 @@ import keras
 
 from convatt import __version__
 from convatt.errors import ConvattError
-from convatt.model.tagger import count_parameters
+from convatt.model.parameters import count_parameters
 from convatt.model.variants import VARIANTS
 from convatt.protocol import TrainingProtocol
 from convatt.rundir import provenance
@@ -51,7 +52,7 @@ from convatt.rundir.storage import read_json, remove_temporaries, write_atomical
 from convatt.training import callbacks as cb
 from convatt.training import interrupt, start_from
 from convatt.training.checkpoints import Checkpoints
-from convatt.training.feed import TrainBatches
+from convatt.training.feed import TrainBatches, TrainRows
 from convatt.training.start_from import SourceRun
 from convatt.training.state import DevScore, TrainState
 
@@ -114,8 +115,12 @@ class Trainer:
         """The end of the model's line in the log."""
         raise NotImplementedError
 
-    def train_batches(self, data: PreparedRun, state: TrainState, model: keras.Model) -> TrainBatches:
-        """The batches of the epochs left to train."""
+    def train_rows(self, data: PreparedRun, model: keras.Model) -> TrainRows:
+        """The training split's rows as `model`'s batches (the loop orders them into epochs)."""
+        raise NotImplementedError
+
+    def measure_dev(self, model: keras.Model, dev: typing.Any) -> DevScore:
+        """`model`'s score on the dev split `dev` (`data.dev`)."""
         raise NotImplementedError
 
     def result(self, model: keras.Model, data: PreparedRun, state: TrainState, n_params: int) -> RunResult:
@@ -172,7 +177,7 @@ class Trainer:
     def _fit(self, model: keras.Model, data: PreparedRun, state: TrainState) -> None:
         """Train the remaining epochs through `fit`; the best epoch's weights are restored."""
         run = self.run_config
-        batches = self.train_batches(data, state, model)
+        batches = TrainBatches(self.train_rows(data, model), run.batch_size, run.seed, first_epoch=state.epoch + 1)
         callbacks, stop, meter = self._callbacks(data, state, batches)
         try:
             model.fit(
@@ -205,16 +210,16 @@ class Trainer:
         """The run's callbacks (see `convatt.training.callbacks`), then the user's."""
         run, log, stop = self.run_config, self.log, cb.StopRequests(batches.n_batches)
         meter = cb.EpochMeter(state, stop, batches, self.out)
-        evaluation = cb.DevEvaluation(state, stop, run, data.dev, meter)
-        judge = cb.EarlyStopping(state, stop, run, evaluation, log)
-        judge.checkpoints = self.checkpoints
+        measure = lambda model: self.measure_dev(model, data.dev)
+        evaluation = cb.DevEvaluation(state, stop, measure, meter)
+        judge = cb.EarlyStopping(state, stop, run, evaluation, self.checkpoints, log)
         progress = [keras.callbacks.ProgbarLogger()] if self._terminal() else []
         every = 0 if self._terminal() else cb.progress_every()
         lines = [cb.ProgressLines(log, run.epochs, batches.n_batches, every)] if every else []
         board = cb.tensorboard(state, stop, Path(self.tensorboard)) if self.tensorboard else []
         callbacks = [
             meter,
-            cb.DevCurve(state, stop, run, data.dev, meter),
+            cb.DevCurve(state, stop, run, measure, meter),
             *lines,
             stop,
             evaluation,
@@ -282,7 +287,7 @@ class Trainer:
 
         trained = load_keras_model(Path(source.path) / MODEL_FILE, MODEL_LOST_REMEDY)
         start_from.copy_source_weights(model, trained, self.causal_attention)
-        dev = DevScore.measure(model, self.run_config, data.dev)
+        dev = self.measure_dev(model, data.dev)
         self.log(
             f"started from {source.path} ({source.variant}, seed {source.seed}, its best epoch {source.best_epoch} "
             f"of {source.epochs_run}; commit {source.source_commit or 'unknown'}): dev {100 * dev.exact:.2f}% "
