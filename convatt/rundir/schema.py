@@ -435,7 +435,7 @@ class RunResult:
     protocol: str = ORIGINAL  # TrainingProtocol.label(), for readers of result.json alone
     source_commit: str = ""  # the code's git commit (`convatt.rundir.provenance`); "" in older results
     machine: str = ""  # architecture, CPUs, the device Keras computed on; "" in older results
-    # What decides the last bits of the numbers (`convatt.rundir.provenance.Platform`); "" / {} in older results
+    # What decides the last bits of the numbers (`convatt.machine.Platform`); "" / {} in older results
     cpu: str = ""  # the CPU's model name
     cpu_features: str = ""  # its instruction sets that choose kernels (avx2 avx512f ...)
     onednn: str = ""  # "on" / "off" under TensorFlow, "not used" under another backend

@@ -31,7 +31,6 @@ from pathlib import Path
 
 import keras
 
-from convatt import __version__
 from convatt.errors import ConvattError
 from convatt.model.parameters import count_parameters
 from convatt.model.variants import VARIANTS
@@ -297,7 +296,7 @@ class Trainer:
 
     def result_fields(self, data: PreparedRun, state: TrainState, n_params: int) -> dict:
         """result.json's fields that are the same for every kind of run: which run it is, on which
-        corpus, and how it was made."""
+        corpus, how its training went, and how it was made (`provenance.run_record`)."""
         run = self.run_config
         return dict(
             preset=run.preset,
@@ -306,19 +305,11 @@ class Trainer:
             seed=run.seed,
             corpus=data.corpus_name,
             corpus_note=data.note,
-            **self._provenance(state, n_params),
-        )
-
-    def _provenance(self, state: TrainState, n_params: int) -> dict:
-        """result.json's fields on how the run was made, the same for every kind of run."""
-        return dict(
+            protocol=run.protocol.label(),
             parameters=n_params,
             epochs_run=state.epoch,
             best_epoch=state.best_epoch,
             wall_seconds=round(state.seconds, 1),
-            backend=keras.backend.backend(),
-            convatt_version=__version__,
-            protocol=self.run_config.protocol.label(),
-            **provenance.run_record(),
             started_from=state.started_from,
+            **provenance.run_record(),
         )
