@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import ROOT
 
 from convatt.inference.generation import CausalSteps, Sampling, generate
 from convatt.model.variants import CHARLM_VARIANTS
 from convatt.sequence.config import make_sequence_config
 from convatt.sequence.model import build_causal_model
-from tests.conftest import ROOT
 from tests.float_order import assert_clear_choices
 from tests.test_sequence_tasks import LINES, tiny_run
 

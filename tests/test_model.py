@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from convatt.data.batching import make_inputs, rows_per_sentence
 from convatt.errors import ConvattError
