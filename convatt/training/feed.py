@@ -44,6 +44,11 @@ class TrainRows(typing.Protocol):
         from batch to batch (1: the batch's rows; 2: also its length)."""
 
 
+def batches_per_epoch(rows: int, batch_size: int) -> int:
+    """The batches of an epoch over `rows` rows (the last one may be short; at least one)."""
+    return max(1, -(-rows // batch_size))
+
+
 def shuffle_seed(seed: int, epoch: int) -> int:
     """The batch order's seed of one epoch: fixed by the run's seed and the epoch alone."""
     return int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0])
@@ -55,7 +60,7 @@ class TrainBatches(keras.utils.PyDataset):
     def __init__(self, rows: TrainRows, batch_size: int, seed: int, first_epoch: int):
         super().__init__(workers=1, use_multiprocessing=False)
         self.rows, self.batch_size, self.seed, self.first_epoch = rows, batch_size, seed, first_epoch
-        self.n_batches = max(1, -(-len(rows) // batch_size))
+        self.n_batches = batches_per_epoch(len(rows), batch_size)
         self._orders: dict[int, list[np.ndarray]] = {}
 
     def order(self, epoch: int) -> list[np.ndarray]:

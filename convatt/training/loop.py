@@ -51,7 +51,7 @@ from convatt.rundir.storage import read_json, remove_temporaries, write_atomical
 from convatt.training import callbacks as cb
 from convatt.training import interrupt, start_from
 from convatt.training.checkpoints import Checkpoints
-from convatt.training.feed import TrainBatches, TrainRows
+from convatt.training.feed import TrainBatches, TrainRows, batches_per_epoch
 from convatt.training.start_from import SourceRun
 from convatt.training.state import DevScore, TrainState
 
@@ -276,8 +276,8 @@ class Trainer:
         start_from.check_vocabularies(source.path, self.vocabularies(data))
         if not start_from.same_data(source.path, data.fingerprint.to_json(), run.batch_size):
             return source
-        per_epoch = max(1, -(-len(data.train) // run.batch_size))
-        return dataclasses.replace(source, same_data=True, start_step=source.best_epoch * per_epoch)
+        start_step = source.best_epoch * batches_per_epoch(len(data.train), run.batch_size)
+        return dataclasses.replace(source, same_data=True, start_step=start_step)
 
     def _start_from(self, model: keras.Model, data: PreparedRun, source: SourceRun) -> SourceRun:
         """`model` with `source`'s weights, its further modifications at identity; the dev score it
