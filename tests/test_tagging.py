@@ -204,6 +204,12 @@ def test_vertical_input_with_an_ignored_second_column(ud_run, tmp_path):
         read_untagged(tmp_path / "v.txt", "vertical")
 
 
+def test_a_loaded_run_s_old_settings_name_warns_and_gives_its_run_config(ud_model):
+    with pytest.warns(DeprecationWarning, match="run_config"):
+        assert ud_model.settings is ud_model.run_config
+    assert ud_model.tag_column == "upos" and ud_model.tagger_config == ud_model.run_config.tagger_config()
+
+
 def test_input_is_read_and_tagged_lazily(ud_model):
     """An endless input: the reader and the tagger take only what they need, so memory stays flat."""
     endless = (b"It rains. The dog barks.\n" for _ in itertools.count())
