@@ -153,6 +153,17 @@ def test_the_samples_page_shows_a_text_that_differs_without_the_cache_and_newlin
     assert "(seed 1; the code that trained them: commit abc1234)" in page
 
 
+def test_the_samples_page_reads_a_commit_and_a_prompt_of_digits_back_as_text(tmp_path):
+    """A commit such as 70065e4 is a number to pandas' CSV reader (7.0065e8), a prompt "12" too."""
+    lm_samples = _lm_samples()
+    sample = dict(variant="san-pe-add", seed=1, source_commit="70065e4", test_bits_per_symbol=3.6, prompt="12")
+    texts = {"cached": "345", "whole_prefix": "345", "identical": True, "largest_logit_difference": 0.0}
+    pd.DataFrame([{**sample, **texts}]).to_csv(tmp_path / f"{lm_samples.NAME}.csv", index=False)
+    lm_samples.write_page(tmp_path)
+    page = (tmp_path / f"{lm_samples.NAME}.md").read_text()
+    assert "the code that trained them: commit 70065e4)" in page and "| `12` | `345` |" in page
+
+
 def test_the_samples_script_without_finished_runs_is_one_line(tmp_path, capsys):
     assert _lm_samples().main(["collect", "--runs", str(tmp_path), "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == (
