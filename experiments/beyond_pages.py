@@ -45,7 +45,7 @@ def per_run_frame(summary: pd.DataFrame, preset: str, columns: dict[str, str]) -
 
 
 def with_parameters(runs: pd.DataFrame, preset: str, n_symbols: int) -> pd.DataFrame:
-    from convatt.model.tagger import count_parameters
+    from convatt.model.parameters import count_parameters
     from convatt.sequence.config import make_sequence_config
     from convatt.sequence.model import build_causal_model
 

@@ -160,7 +160,9 @@ def render(samples: pd.DataFrame) -> str:
 
 
 def write_page(out: Path) -> None:
-    frame = pd.read_csv(out / f"{NAME}.csv", keep_default_na=False)
+    # the text columns as text: a commit such as "70065e4" or a prompt of digits would be read as a number
+    text = {name: str for name in ("variant", "source_commit", "prompt", "cached", "whole_prefix")}
+    frame = pd.read_csv(out / f"{NAME}.csv", keep_default_na=False, dtype=text)
     write_text(out / f"{NAME}.md", render(frame))
     print(out / f"{NAME}.md")
 

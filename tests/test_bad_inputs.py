@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import LINES, PTB_SAMPLE, PTB_SAMPLE_FILES, ROOT  # noqa: E402
+from helpers import LINES, PTB_SAMPLE, PTB_SAMPLE_FILES, ROOT  # noqa: E402
 
 Build = Callable[[Path, Path], None]  # (tmp directory, the tiny finished run) -> files under tmp
 

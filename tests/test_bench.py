@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from convatt.data.batching import make_inputs
-from convatt.model.tagger import build_tagger, count_parameters
+from convatt.model.parameters import count_parameters
+from convatt.model.tagger import build_tagger
 from convatt.model.variants import make_config
 from convatt.speed.baseline import baseline_inputs, build_baseline, by_path, copy_weights_to_tagger, to_tagger_layout
 from convatt.speed.bench import run_benchmark, synthetic_batches

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import tiny_options, train_stopped_in_epoch
+from helpers import tiny_options, train_stopped_in_epoch
 
 from convatt.errors import ConvattError
 from convatt.training.trainer import train_run

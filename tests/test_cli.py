@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 from cli_process import convatt
-from conftest import LINES, PTB_SAMPLE_FILES, ROOT
+from helpers import LINES, PTB_SAMPLE_FILES, ROOT
 
 
 @pytest.mark.slow  # a process; Table 1c's counts in-process: tests/test_model.py

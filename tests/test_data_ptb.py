@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import PTB_SAMPLE, PTB_SAMPLE_FILES
+from helpers import PTB_SAMPLE, PTB_SAMPLE_FILES
 
 from convatt.data import build_tag_vocab, load_corpus, read_mrg, read_ptb
 from convatt.data.ptb import SAMPLE_SPLIT

@@ -12,7 +12,7 @@ import gzip
 import json
 
 import numpy as np
-from conftest import PTB_SAMPLE_FILES
+from helpers import PTB_SAMPLE_FILES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import ROOT
 
 from convatt.inference.generation import CausalSteps, Sampling, generate
 from convatt.model.variants import CHARLM_VARIANTS
 from convatt.sequence.config import make_sequence_config
 from convatt.sequence.model import build_causal_model
-from tests.conftest import ROOT
 from tests.float_order import assert_clear_choices
 from tests.test_sequence_tasks import LINES, tiny_run
 
@@ -151,6 +151,17 @@ def test_the_samples_page_shows_a_text_that_differs_without_the_cache_and_newlin
     assert "| `The ` | `a\\|b⏎c` | no: `a\\|b⏎d` (largest logit difference 2.5e-01) |" in page
     assert "0 of 1 texts are the same" in page
     assert "(seed 1; the code that trained them: commit abc1234)" in page
+
+
+def test_the_samples_page_reads_a_commit_and_a_prompt_of_digits_back_as_text(tmp_path):
+    """A commit such as 70065e4 is a number to pandas' CSV reader (7.0065e8), a prompt "12" too."""
+    lm_samples = _lm_samples()
+    sample = dict(variant="san-pe-add", seed=1, source_commit="70065e4", test_bits_per_symbol=3.6, prompt="12")
+    texts = {"cached": "345", "whole_prefix": "345", "identical": True, "largest_logit_difference": 0.0}
+    pd.DataFrame([{**sample, **texts}]).to_csv(tmp_path / f"{lm_samples.NAME}.csv", index=False)
+    lm_samples.write_page(tmp_path)
+    page = (tmp_path / f"{lm_samples.NAME}.md").read_text()
+    assert "the code that trained them: commit 70065e4)" in page and "| `12` | `345` |" in page
 
 
 def test_the_samples_script_without_finished_runs_is_one_line(tmp_path, capsys):

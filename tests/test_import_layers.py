@@ -16,7 +16,7 @@ PACKAGE = ROOT / "convatt"
 # Bottom first. A part is a subpackage or a module directly under convatt/; "__init__" is the
 # package's own __init__.py (its version; it loads its public API lazily, by name).
 FLOORS = (
-    ("__init__", "errors"),
+    ("__init__", "errors", "machine"),
     ("layers",),
     ("protocol",),
     ("data",),

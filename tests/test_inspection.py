@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 import pytest
-from conftest import INSPECT_VARIANTS
+from helpers import INSPECT_VARIANTS
 from scipy.stats import entropy
 
 from convatt.data.batching import iterate_batches

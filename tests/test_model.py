@@ -4,11 +4,12 @@ import keras
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from convatt.data.batching import make_inputs, rows_per_sentence
 from convatt.errors import ConvattError
-from convatt.model.tagger import build_tagger, count_parameters
+from convatt.model.parameters import count_parameters
+from convatt.model.tagger import build_tagger
 from convatt.model.variants import PAPER_VARIANTS, make_config
 
 PTB_SIZES = (20_002, 84, 47)  # REFERENCE.md: 20,000 words + PAD + OOV, 84 chars, 45 tags + PAD + OOV

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import PTB_SAMPLE
+from helpers import PTB_SAMPLE
 
 from convatt.cli import main
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import zipfile
 
-from conftest import ROOT
+from helpers import ROOT
 
 CHECK = """
 import sys

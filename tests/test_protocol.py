@@ -5,7 +5,7 @@ import json
 import keras
 import numpy as np
 import pytest
-from conftest import LINES
+from helpers import LINES
 
 from convatt.cli import build_parser
 from convatt.cli.train import run_config_of
@@ -15,7 +15,7 @@ from convatt.errors import ConvattError
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import make_config
 from convatt.protocol import DEFAULT_PROTOCOL, TrainingProtocol
-from convatt.rundir.schema import COMPUTATION, COMPUTATION_BEFORE_SPARSE_FIX, RunConfig, Setting
+from convatt.rundir.schema import COMPUTATION, COMPUTATION_BEFORE_SPARSE_FIX, DeparturesFromPaper, RunConfig
 
 
 def test_named_protocols_and_labels():
@@ -52,12 +52,14 @@ def test_cli_options_set_the_protocol_and_its_items():
 def test_runs_before_protocols_load_as_keras3():
     old = {"preset": "ud", "variant": "san", "seed": 1, "data": "d", "out": "o", "epochs": 100}  # no protocol
     config = RunConfig.from_json(old)
-    assert config.protocol == TrainingProtocol.named("keras3") and config.setting == Setting(protocol="keras3")
+    assert config.protocol == TrainingProtocol.named("keras3") and config.setting == DeparturesFromPaper(
+        protocol="keras3"
+    )
     new = RunConfig(preset="ud", variant="san", seed=1, data="d", out="o")
     assert config.differences(new) == ["protocol: keras3 -> original", "computation: 1 -> 2"]
     assert RunConfig.from_json(json.loads(json.dumps(new.to_json()))) == new
     assert new.setting.is_paper and new.setting.label() == ""
-    assert Setting("keras3", True, 200, 5).label() == "keras3, mask, limit 200, max 5 epochs"
+    assert DeparturesFromPaper("keras3", True, 200, 5).label() == "keras3, mask, limit 200, max 5 epochs"
 
 
 def test_an_item_an_older_run_did_not_record_takes_its_protocols_choice():
@@ -83,7 +85,7 @@ def test_runs_before_the_sparse_rmsprop_fix_are_another_setting():
     assert now.differences(config) == [f"computation: {COMPUTATION} -> {COMPUTATION_BEFORE_SPARSE_FIX}"]
     # Keras 3's RMSprop was never ours: its runs computed the same before and after
     keras3 = RunConfig.from_json({**before, "protocol": TrainingProtocol.named("keras3").to_dict()})
-    assert keras3.setting == Setting(protocol="keras3")
+    assert keras3.setting == DeparturesFromPaper(protocol="keras3")
 
 
 def _padded_batch(protocol: TrainingProtocol):

@@ -1,18 +1,14 @@
-"""convatt.rundir.provenance: the commit (in real git repositories and archives) and the machine
-a run records."""
+"""convatt.rundir.provenance: the commit (in real git repositories and archives) and what result.json
+records of how a run was made."""
 
 from __future__ import annotations
 
-import os
-import platform
 import subprocess
-import sys
 
 import keras
-import numpy as np
-import pytest
-from conftest import ROOT
+from helpers import ROOT
 
+from convatt import machine
 from convatt.rundir import provenance
 
 
@@ -48,11 +44,6 @@ def test_no_git_checkout_gives_an_empty_commit(tmp_path, monkeypatch):
     assert provenance.source_commit() == ""
 
 
-def test_machine_names_the_cpus_and_the_device():
-    arch, cpus, device = provenance.machine().split(", ")
-    assert cpus.endswith(" CPUs") and int(cpus.split()[0]) >= 1 and ":" in device and arch
-
-
 def test_a_copy_without_git_takes_the_commit_it_was_given(tmp_path, monkeypatch):
     monkeypatch.setattr(provenance, "PACKAGE_DIR", tmp_path)
     monkeypatch.setattr(provenance, "COMMIT_FILE", tmp_path / "COMMIT")
@@ -82,47 +73,12 @@ def test_git_archive_writes_the_commit_into_the_copy(tmp_path, monkeypatch):
     assert provenance.source_commit() == _git(repo, "rev-parse", "--short", "HEAD")
 
 
-INTEL = """processor\t: 0
-vendor_id\t: GenuineIntel
-model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
-flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_vnni avx512_bf16 amx_tile amx_bf16 amx_int8 sha_ni
+def test_the_run_record_holds_the_backend_the_version_the_commit_and_the_machine():
+    import convatt
 
-processor\t: 1
-model name\t: not the first
-"""
-
-
-def test_the_cpu_model_and_the_instruction_sets_that_choose_kernels(tmp_path, monkeypatch):
-    monkeypatch.setattr(provenance, "CPUINFO", tmp_path / "cpuinfo")
-    (tmp_path / "cpuinfo").write_text(INTEL)
-    assert provenance.cpu_model() == "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
-    assert provenance.cpu_features() == [
-        *("avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
-    ]
-    (tmp_path / "cpuinfo").unlink()  # not Linux: Python's platform module, the architecture at least
-    assert provenance.cpu_model() and provenance.cpu_features() == []
-
-
-def test_this_platform_names_its_packages():
-    here = provenance.platform()
-    backend = keras.backend.backend()
-    assert here.backend == backend and here.cpu
-    assert set(here.cpu_features.split()) <= set(provenance.KERNEL_FEATURES)
-    assert here.packages["keras"] == keras.__version__ and here.packages["numpy"] == np.__version__
-    expected = {"tensorflow": ["tensorflow"], "jax": ["jax", "jaxlib"]}[backend]
-    assert list(here.packages) == [*expected, "keras", "numpy"]
-    assert here.onednn in (("on", "off") if backend == "tensorflow" else ("not used",))
-    assert f"keras {keras.__version__}" in here.describe()
-
-
-@pytest.mark.skipif(
-    not (sys.platform.startswith("linux") and platform.machine() == "x86_64"), reason="oneDNN: Linux x86"
-)
-@pytest.mark.slow  # two TensorFlow processes
-def test_onednn_as_tensorflow_runs_it():
-    """TF_ENABLE_ONEDNN_OPTS decides where set (real processes: TensorFlow reads it once)."""
-    script = "from convatt.rundir.provenance import onednn_state; print(onednn_state('tensorflow'))"
-    for value, state in (("0", "off"), ("1", "on")):
-        env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": value, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
-        assert done.stdout.strip() == state, done.stderr[-2000:]
+    record = provenance.run_record()
+    here = machine.platform()
+    assert record["backend"] == keras.backend.backend() == here.backend
+    assert record["convatt_version"] == convatt.__version__ and record["source_commit"] == provenance.source_commit()
+    assert record["machine"] == machine.summary() and record["packages"] == here.packages
+    assert (record["cpu"], record["cpu_features"], record["onednn"]) == (here.cpu, here.cpu_features, here.onednn)

@@ -6,7 +6,7 @@ import gzip
 import shutil
 
 import pytest
-from conftest import PTB_SAMPLE_FILES
+from helpers import PTB_SAMPLE_FILES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

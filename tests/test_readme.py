@@ -3,7 +3,7 @@
 import re
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 
 @pytest.mark.slow  # the README's examples train a run; the layers': tests/test_layers_*.py

@@ -8,7 +8,7 @@ import configparser
 import re
 
 import yaml
-from conftest import ROOT
+from helpers import ROOT
 
 from convatt import __version__
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_process import convatt
-from conftest import PTB_SAMPLE_FILES, tiny_command, tiny_options, train_stopped_in_epoch
+from helpers import PTB_SAMPLE_FILES, tiny_command, tiny_options, train_stopped_in_epoch
 
 from convatt.errors import ConvattError
 from convatt.inference.evaluation import evaluate_run

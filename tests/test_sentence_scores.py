@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import tiny_options
+from helpers import tiny_options
 
 from convatt.cli import main
 from convatt.data.encode import EncodedSplit

@@ -141,9 +141,10 @@ def tiny_run(preset: str, data: Path, out: Path, epochs: int = 2):
 
 @pytest.mark.slow
 def test_a_toy_run_stopped_in_epoch_2_resumes_to_the_same_result(tmp_path, monkeypatch):
+    from helpers import train_stopped_in_epoch
+
     from convatt.results.frames import load_records
     from convatt.training.trainer import train_run
-    from tests.conftest import train_stopped_in_epoch
 
     monkeypatch.setenv("CONVATT_PROGRESS_EVERY", "1")
     spec = write_spec(tmp_path / "spec.json", SMALL)

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import lock_held
 from float_order import close_to
+from helpers import lock_held
 from test_makefile import ROOT, make_env
 
 VENV = Path(sys.prefix)

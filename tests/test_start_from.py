@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import LINES, tiny_command, tiny_options
 
 from convatt.errors import ConvattError
-from tests.conftest import LINES, tiny_command, tiny_options
 
 # (source, converted) pairs: every modification with a start at identity, in the tagger and the causal LM
 TAGGER_PAIRS = [
@@ -128,9 +128,10 @@ def test_a_tagger_started_from_a_run_records_it_and_starts_where_it_ended(tiny_r
 
 @pytest.mark.slow
 def test_a_causal_lm_started_from_a_run_learns_and_resumes_without_its_source(tmp_path, monkeypatch):
+    from helpers import train_stopped_in_epoch
+
     from convatt.training.api import run_config
     from convatt.training.trainer import train_run
-    from tests.conftest import train_stopped_in_epoch
 
     monkeypatch.setenv("CONVATT_PROGRESS_EVERY", "1")
     size = dict(preset="charlm", data=LINES, seed=1, limit=48, curve_every=1, curve_until=-1, jit_compile="off")

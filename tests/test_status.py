@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from conftest import lock_held
+from helpers import lock_held
 
 from convatt.cli.status import format_status, unfinished_runs
 

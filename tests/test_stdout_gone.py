@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import LINES, ROOT, tiny_command
+from helpers import LINES, ROOT, tiny_command
 
 READER_GONE = 141
 SENTENCES = 20

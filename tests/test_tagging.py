@@ -9,7 +9,7 @@ import sys
 import conllu
 import pytest
 from cli_process import convatt
-from conftest import LINES
+from helpers import LINES
 
 import convatt as convatt_api
 from convatt.data import read_conllu
@@ -35,8 +35,8 @@ def ud_model(ud_run):
 def tag_text(trained, text: str, fmt: str, tmp_path, keep_columns: bool = True):
     source = tmp_path / f"input.{fmt}"
     source.write_text(text)
-    s = trained.settings
-    return tag_blocks(trained.model, trained.vocab, s.config, s.tag_column, read_untagged(source, fmt), keep_columns)
+    blocks = read_untagged(source, fmt)
+    return tag_blocks(trained.model, trained.vocab, trained.tagger_config, trained.tag_column, blocks, keep_columns)
 
 
 def test_tagged_test_file_scores_what_evaluate_reports(ud_run, tmp_path):
@@ -204,12 +204,17 @@ def test_vertical_input_with_an_ignored_second_column(ud_run, tmp_path):
         read_untagged(tmp_path / "v.txt", "vertical")
 
 
+def test_a_loaded_run_s_old_settings_name_warns_and_gives_its_run_config(ud_model):
+    with pytest.warns(DeprecationWarning, match="run_config"):
+        assert ud_model.settings is ud_model.run_config
+    assert ud_model.tag_column == "upos" and ud_model.tagger_config == ud_model.run_config.tagger_config()
+
+
 def test_input_is_read_and_tagged_lazily(ud_model):
     """An endless input: the reader and the tagger take only what they need, so memory stays flat."""
     endless = (b"It rains. The dog barks.\n" for _ in itertools.count())
     blocks = iter_blocks(None, "text", endless, "syntok")
-    s = ud_model.settings
-    chunks = tag_stream(ud_model.model, ud_model.vocab, s.config, s.tag_column, blocks, chunk=10)
+    chunks = tag_stream(ud_model.model, ud_model.vocab, ud_model.tagger_config, ud_model.tag_column, blocks, chunk=10)
     text, stats = next(chunks)
     assert stats.sentences == 10 and text.count("# sent_id") == 10
 

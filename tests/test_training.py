@@ -13,7 +13,8 @@ import keras
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import (
+from float_order import close_to
+from helpers import (
     LINES,
     PTB_SAMPLE,
     TAGGING_UD_SIZE,
@@ -25,8 +26,8 @@ from conftest import (
     tiny_options,
     train_stopped_in_epoch,
 )
-from float_order import close_to
 
+from convatt import machine
 from convatt.data import load_corpus
 from convatt.errors import ConvattError
 from convatt.inference.evaluation import evaluate_run
@@ -64,7 +65,7 @@ def test_run_directory_is_complete(tiny_runs):
             assert result["epochs_run"] == 2 and 1 <= result["best_epoch"] <= 2
             assert result["source_commit"] == provenance.source_commit()  # "" outside a git checkout
             assert f", {os.cpu_count()} CPUs, " in result["machine"]
-            here = provenance.platform()  # the CPU, the kernels' instruction sets, oneDNN, the packages
+            here = machine.platform()  # the CPU, the kernels' instruction sets, oneDNN, the packages
             assert [result[k] for k in ("cpu", "cpu_features", "onednn", "packages")] == [
                 here.cpu,
                 here.cpu_features,

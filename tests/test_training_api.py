@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import LINES
+from helpers import LINES
 
 import convatt
 from convatt.errors import ConvattError

@@ -6,7 +6,7 @@ in two tests:
   the loss to LOSS_RTOL and every accuracy to ACCURACY_TOKENS tokens of its split. TensorFlow
   (oneDNN, Eigen, XLA) chooses its kernels by CPU, so another CPU sums floats in another order:
   the last bits differ, and a dev token at the margin may flip (docs/reliability.md).
-- on the machine that recorded them (the same `convatt.rundir.provenance.Platform`: CPU model and
+- on the machine that recorded them (the same `convatt.machine.Platform`: CPU model and
   kernel-choosing instruction sets, oneDNN on or off, the packages), every number exactly;
   elsewhere it is skipped with both machines named.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import LINES, ROOT
+from helpers import LINES, ROOT
 
 pytestmark = pytest.mark.slow  # two real training runs
 
@@ -45,7 +45,7 @@ SCORE_KEYS |= {"test_oov": ("test", "oov"), "test_ambiguous": ("test", "ambiguou
 # Run in the trained run's environment: its platform and its model's weight shapes.
 DESCRIBE = """
 import json, sys
-from convatt.rundir.provenance import platform
+from convatt.machine import platform
 from convatt.inference.loading import load_model
 model = load_model(sys.argv[1])
 print(json.dumps({"platform": platform().to_json(), "weight_shapes": [list(w.shape) for w in model.weights]}))
@@ -139,7 +139,7 @@ def test_the_recorded_numbers_exactly_on_the_recording_machine(trained):
 
 
 def describe(platform: dict) -> str:
-    from convatt.rundir.provenance import Platform
+    from convatt.machine import Platform
 
     return Platform(**platform).describe()
 

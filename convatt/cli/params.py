@@ -15,7 +15,8 @@ def cmd_params(args) -> None:
     for flag in ("n_words", "n_chars", "n_labels"):
         check_at_least(f"--{flag.replace('_', '-')}", getattr(args, flag), minimum=3)
     load_backend(args.debug)
-    from convatt.model.tagger import build_tagger, count_parameters
+    from convatt.model.parameters import count_parameters
+    from convatt.model.tagger import build_tagger
 
     sizes = [args.n_words, args.n_chars, args.n_labels]
     if None in sizes:

@@ -70,5 +70,12 @@ def iterate_batches(
 ) -> Iterator[tuple[dict, np.ndarray, np.ndarray]]:
     """Yield (inputs, tags, sample_weight) for an EncodedSplit; weight 0 on PAD."""
     for idx in batch_order(len(split.words), batch_size, shuffle_seed):
-        tags = split.tags[idx]
-        yield (make_inputs(split.words[idx], split.chars[idx], dedupe, few_shapes), tags, (tags != 0).astype("float32"))
+        yield split_batch(split, idx, dedupe, few_shapes)
+
+
+def split_batch(
+    split, rows: np.ndarray, dedupe: bool = True, few_shapes: bool = False
+) -> tuple[dict, np.ndarray, np.ndarray]:
+    """(inputs, tags, sample_weight) of the rows `rows` of an EncodedSplit; weight 0 on PAD."""
+    tags = split.tags[rows]
+    return make_inputs(split.words[rows], split.chars[rows], dedupe, few_shapes), tags, (tags != 0).astype("float32")

@@ -67,7 +67,7 @@ class Tagger:
 
     @property
     def column(self) -> str:
-        return self.trained.settings.tag_column
+        return self.trained.tag_column
 
     def tag(self, text: str, tokenizer: str = "syntok") -> TaggedDocument:
         """Raw text, tokenised and split into sentences (tokenizer "none": a sentence per line,
@@ -81,7 +81,7 @@ class Tagger:
 
     def _tag(self, sentences: list[TokenizedSentence]) -> TaggedDocument:
         t = self.trained
-        tags = tag_sentences(t.model, t.vocab, t.settings.config, [s.forms for s in sentences])
+        tags = tag_sentences(t.model, t.vocab, t.tagger_config, [s.forms for s in sentences])
         tagged = (
             TaggedSentence(tuple(map(TaggedWord, s.forms, ts, s.space_after)), s.text) for s, ts in zip(sentences, tags)
         )
@@ -89,5 +89,5 @@ class Tagger:
 
 
 def load_tagger(run_dir: str | os.PathLike) -> Tagger:
-    """The tagger of a finished run directory (its best model, settings and vocabularies)."""
+    """The tagger of a finished run directory (its best model, configuration and vocabularies)."""
     return Tagger(load_run(run_dir))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from convatt.data import encode_split, load_corpus
 from convatt.data.corpus import describe_unseen_tags, unseen_tags
-from convatt.inference.loading import load_model, load_run_corpus, load_settings, load_vocabularies
+from convatt.inference.loading import load_model, load_run_config, load_run_corpus, load_vocabularies
 from convatt.model.prediction import evaluate
 from convatt.training.sentence_scores import FILES, PredictedSplit, SentenceRows, write_sentence_scores
 
@@ -21,11 +21,10 @@ def evaluate_run(
     """Accuracies (all / OOV / ambiguous / per tag) of `run`'s best model on a split;
     what could surprise a reader of them goes to `warn`."""
     run = Path(run)
-    settings = load_settings(run)
-    config = settings.run_config
+    config = load_run_config(run)
     tagger = config.tagger_config()
     vocab = load_vocabularies(run)
-    corpus = load_run_corpus(run, settings, data)
+    corpus = load_run_corpus(run, config, data)
     own = config.data_path(run)  # what it trained on; moved: --data is taken for it
     trained_on = corpus if data is None or not Path(own).exists() else load_corpus(config.preset, own)
     sentences = getattr(corpus, split)
@@ -46,11 +45,10 @@ def write_run_sentence_scores(run: str | Path) -> list[Path]:
     from its saved model on its own corpus, as it trained (`--limit` included); returns the files.
     The corpus is read once: the splits and their sentences' rows come from the same reading."""
     run = Path(run)
-    settings = load_settings(run)
-    config = settings.run_config
+    config = load_run_config(run)
     tagger = config.tagger_config()
     vocab = load_vocabularies(run)
-    corpus = load_run_corpus(run, settings, movable=False).limited(config.limit)
+    corpus = load_run_corpus(run, config, movable=False).limited(config.limit)
     rows, model = SentenceRows.of(corpus, tagger.max_len), load_model(run)
     encode = lambda name: encode_split(getattr(corpus, name), vocab, tagger.max_len, tagger.max_word_len)
     splits = [PredictedSplit.predict(model, name, encode(name), rows, config.eval_batch_size) for name in FILES]

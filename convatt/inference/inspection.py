@@ -54,7 +54,7 @@ def attention_maps(run: TrainedRun, inputs: dict, probe=None) -> list[tuple[np.n
 
     probe = probe or attention_probe(run.model)
     layer_inputs = probe.predict_on_batch(inputs)
-    keys = inputs["words"] != 0 if run.settings.mask_padding else None  # as the tagger masks them
+    keys = inputs["words"] != 0 if run.run_config.mask_padding else None  # as the tagger masks them
     maps = []
     for layer, x in zip(attention_layers(run.model), layer_inputs):
         kwargs = {"attention_mask": keys} if keys is not None else {}
@@ -66,13 +66,13 @@ def attention_maps(run: TrainedRun, inputs: dict, probe=None) -> list[tuple[np.n
 def dev_sentences(run: TrainedRun) -> list[list[str]]:
     """The word forms of the run's dev split (cut to the run's --limit, as in training)."""
     corpus = run.corpus()
-    dev = corpus.dev[: run.settings.limit] if run.settings.limit else corpus.dev
+    dev = corpus.dev[: run.run_config.limit] if run.run_config.limit else corpus.dev
     return [[form for form, _ in sentence] for sentence in dev]
 
 
 def encode(run: TrainedRun, sentences: list[list[str]]) -> EncodedSplit:
     """Sentences encoded as the run's training encoded them (long ones in pieces)."""
-    config = run.settings.config
+    config = run.tagger_config
     return encode_split([[(w, "") for w in s] for s in sentences], run.vocab, config.max_len, config.max_word_len)
 
 
@@ -107,7 +107,7 @@ def attention_statistics(
     uniform = 0.0
     for inputs, _, _ in iterate_batches(split, batch_size):
         queries = inputs["words"] != 0
-        n_keys = queries.sum(1, keepdims=True) if run.settings.mask_padding else queries.shape[1]
+        n_keys = queries.sum(1, keepdims=True) if run.run_config.mask_padding else queries.shape[1]
         uniform += float(np.broadcast_to(np.log(n_keys), queries.shape)[queries].sum())
         for layer, (softmax, convolved) in enumerate(attention_maps(run, inputs, probe), start=1):
             stages = [("softmax", softmax, False)]
@@ -219,10 +219,10 @@ def chosen_sentence(run: TrainedRun, sentence: str | None, dev_index: int, log: 
             raise ConvattError(
                 f"--dev-index {dev_index} is out of range: the run's dev split has "
                 f"{len(dev):,} sentences (0 to {len(dev) - 1:,})",
-                run.data or run.settings.run_config.data_path(run.path),
+                run.data or run.run_config.data_path(run.path),
             )
         tokens = dev[dev_index]
-    max_len = run.settings.config.max_len
+    max_len = run.tagger_config.max_len
     if len(tokens) > max_len:
         log(
             f"note: the sentence has {len(tokens)} tokens; the model reads {max_len} at a time "
@@ -236,7 +236,7 @@ def _weight_figures(run: TrainedRun, label: str) -> list[tuple[str, object | Non
     """(file stem, figure or None, why there is none) for the learned weights."""
     from convatt.inference import inspection_figures as figures
 
-    model, variant = run.model, run.settings.variant
+    model, variant = run.model, run.run_config.variant
     ap, rb, temp, conv = (
         position_interactions(model),
         relative_biases(model),
@@ -311,7 +311,7 @@ def inspect_run(
     from convatt.rundir.storage import write_text
 
     trained = load_run(run, data)
-    label = label_of(trained.settings.variant)
+    label = label_of(trained.run_config.variant)
     tokens = chosen_sentence(trained, sentence, dev_index, log)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

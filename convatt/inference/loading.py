@@ -1,4 +1,4 @@
-"""A finished run, loaded for use: its settings, vocabularies and best model.
+"""A finished run, loaded for use: its configuration (`RunConfig`), vocabularies and best model.
 
 `convatt tag`, `convatt evaluate` and `convatt inspect` read a run directory only
 through this module (its file names: `convatt.rundir.schema`).
@@ -7,6 +7,7 @@ through this module (its file names: `convatt.rundir.schema`).
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,45 +17,6 @@ from convatt.errors import ConvattError
 from convatt.model.variants import TaggerConfig
 from convatt.rundir.modelfiles import load_keras_model
 from convatt.rundir.schema import CONFIG_FILE, MODEL_FILE, TRAINED_RUN_FILES, VOCAB_FILE, RunConfig
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What a run was trained with, as far as using its model needs."""
-
-    run_config: RunConfig  # config.json; the fields below are read from it, never copied
-
-    @property
-    def preset(self) -> str:
-        return self.run_config.preset
-
-    @property
-    def variant(self) -> str:
-        return self.run_config.variant
-
-    @property
-    def data(self) -> str:
-        """The corpus the run was trained on."""
-        return self.run_config.data
-
-    @property
-    def limit(self) -> int | None:
-        """At most this many sentences per split, if set."""
-        return self.run_config.limit
-
-    @property
-    def mask_padding(self) -> bool:
-        return self.run_config.mask_padding
-
-    @property
-    def config(self) -> TaggerConfig:
-        """The tagger's architecture, as the run's protocol shaped it."""
-        return self.run_config.tagger_config()
-
-    @property
-    def tag_column(self) -> str:
-        """The CoNLL-U column the run's tags belong in: UPOS (UD) or XPOS (PTB)."""
-        return data_format(self.preset).tag_column
 
 
 def check_run_dir(run: str | os.PathLike) -> Path:
@@ -68,9 +30,9 @@ def check_run_dir(run: str | os.PathLike) -> Path:
     return run
 
 
-def load_settings(run: str | os.PathLike) -> RunSettings:
-    """The run's settings from its config.json."""
-    return RunSettings(RunConfig.load(check_run_dir(run)))
+def load_run_config(run: str | os.PathLike) -> RunConfig:
+    """What the run was trained with: its config.json."""
+    return RunConfig.load(check_run_dir(run))
 
 
 def load_vocabularies(run: str | os.PathLike) -> Vocabularies:
@@ -87,28 +49,44 @@ def load_model(run: str | os.PathLike):
 
 @dataclass(frozen=True)
 class TrainedRun:
-    """A finished run, loaded: settings, vocabularies and the best model."""
+    """A finished run, loaded: its configuration, vocabularies and the best model."""
 
     path: Path
-    settings: RunSettings
+    run_config: RunConfig  # config.json
     vocab: Vocabularies
     model: object  # keras.Model
     data: str | None = None  # the corpus to read in place of the run's own (--data), if given
 
+    @property
+    def tagger_config(self) -> TaggerConfig:
+        """The tagger's architecture, as the run's protocol shaped it."""
+        return self.run_config.tagger_config()
+
+    @property
+    def tag_column(self) -> str:
+        """The CoNLL-U column the run's tags belong in: UPOS (UD) or XPOS (PTB)."""
+        return data_format(self.run_config.preset).tag_column
+
+    @property
+    def settings(self) -> RunConfig:
+        """Deprecated: `run_config` (what the run was trained with)."""
+        warnings.warn("TrainedRun.settings is deprecated: use TrainedRun.run_config", DeprecationWarning, stacklevel=2)
+        return self.run_config
+
     def corpus(self) -> Corpus:
         """The run's corpus, or `data` in its place (`load_run_corpus`)."""
-        return load_run_corpus(self.path, self.settings, self.data)
+        return load_run_corpus(self.path, self.run_config, self.data)
 
 
 def load_run(run: str | os.PathLike, data: str | os.PathLike | None = None) -> TrainedRun:
     """Everything `convatt tag` and `convatt inspect` need from a run directory; `data`: the
     corpus to read in place of the run's own (`inspect --data`)."""
     data = None if data is None else os.fspath(data)
-    return TrainedRun(Path(run), load_settings(run), load_vocabularies(run), load_model(run), data)
+    return TrainedRun(Path(run), load_run_config(run), load_vocabularies(run), load_model(run), data)
 
 
 def load_run_corpus(
-    run: str | os.PathLike, settings: RunSettings, data: str | os.PathLike | None = None, movable: bool = True
+    run: str | os.PathLike, config: RunConfig, data: str | os.PathLike | None = None, movable: bool = True
 ) -> Corpus:
     """The corpus of a finished run: `data` where given (a command's --data), else the run's own,
     config.json's "data" (a relative one found as `RunConfig.data_path` finds it). The run's own
@@ -116,13 +94,13 @@ def load_run_corpus(
     corpus: --data where the command takes it (`movable`), else putting it back."""
     if data is not None:
         if not Path(data).exists():
-            raise ConvattError(f"--data: {settings.preset} corpus path not found", data)
-        return load_corpus(settings.preset, data)
-    path = settings.run_config.data_path(run)
+            raise ConvattError(f"--data: {config.preset} corpus path not found", data)
+        return load_corpus(config.preset, data)
+    path = config.data_path(run)
     if not Path(path).exists():
         remedy = "if it moved, give its new place with --data" if movable else "put it back there (or a link to it)"
         raise ConvattError(
-            f"the {settings.preset} corpus this run trained on is not at {path} (this file's \"data\"): {remedy}",
+            f"the {config.preset} corpus this run trained on is not at {path} (this file's \"data\"): {remedy}",
             Path(run) / CONFIG_FILE,
         )
-    return load_corpus(settings.preset, path)
+    return load_corpus(config.preset, path)

@@ -166,20 +166,20 @@ def tag_run(
     start = time.perf_counter()
     trained = load_run(run)
     load_seconds = time.perf_counter() - start
-    settings = trained.settings
     total, start = TaggingStats(0, 0, 0.0, 0, 0), time.perf_counter()
     for text, stats in tag_stream(
-        trained.model, trained.vocab, settings.config, settings.tag_column, blocks, keep_columns, tokenizer
+        trained.model, trained.vocab, trained.tagger_config, trained.tag_column, blocks, keep_columns, tokenizer
     ):
         write(text)
         # the rate counts reading, tokenising and writing too, not only the model
         total = replace(total + stats, seconds=time.perf_counter() - start)
         if progress:
             progress(total)
-    for note in notes(total, settings.config):
+    for note in notes(total, trained.tagger_config):
         log(f"note: {note}")
     warning = punctuation_note(total, tokenizer)
     if warning:
         log(warning)
-    log(f"{total.summary(load_seconds)}; {settings.tag_column.upper()} from {settings.variant} ({settings.preset} run)")
+    config = trained.run_config
+    log(f"{total.summary(load_seconds)}; {trained.tag_column.upper()} from {config.variant} ({config.preset} run)")
     return total

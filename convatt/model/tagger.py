@@ -256,8 +256,3 @@ def compile_tagger(
         weighted_metrics=["sparse_categorical_accuracy"],
         jit_compile=jit_compile,
     )
-
-
-def count_parameters(model: keras.Model) -> int:
-    """All weights, frozen word embeddings included (as Table 1c counts them)."""
-    return int(sum(np.prod(w.shape) for w in model.weights))

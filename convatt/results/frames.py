@@ -42,8 +42,8 @@ from convatt.rundir.schema import RESULT_FILE
 
 METRICS = ("all", "oov", "ambiguous")
 SPLITS = ("dev", "test")
-# What a run is: the columns histories and curves carry too. `setting` is `Setting.label()`;
-# `mask_padding` and `protocol` come from the Setting itself.
+# What a run is: the columns histories and curves carry too. `setting` is `DeparturesFromPaper.label()`;
+# `mask_padding` and `protocol` come from the DeparturesFromPaper itself.
 IDENTITY_COLUMNS = [
     "run_dir",
     "preset",
@@ -349,7 +349,7 @@ def in_model_order(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return frame.iloc[order].reset_index(drop=True)
 
 
-PAPER_SETTING = "paper"  # how `only_settings` names the paper's own setting (`Setting().label()` is "")
+PAPER_SETTING = "paper"  # how `only_settings` names the paper's own setting (`DeparturesFromPaper().label()` is "")
 
 
 def only_settings(frame: pd.DataFrame, settings: list[str] | None, runs: Path | None = None) -> pd.DataFrame:

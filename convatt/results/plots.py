@@ -446,7 +446,7 @@ def write_plots(
     """As PNG and PDF in `out`, from the runs under `runs` (each read once): Table 2a per preset
     that has runs (grouped), Figure 2 as the paper lays it out, and Figure 2 per preset, grouped
     (UD: per treebank beside the mean). `settings`: only the runs of these settings
-    (`Setting.label()`s, "paper" for the paper's own); None: all. `include_running`: runs still
+    (`DeparturesFromPaper.label()`s, "paper" for the paper's own); None: all. `include_running`: runs still
     training too, dashed and marked "(running)"."""
     records = load_records_to_report(runs, settings, include_running)
     out = Path(out)

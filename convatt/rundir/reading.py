@@ -32,7 +32,15 @@ import pandas as pd
 
 from convatt.data.formats import FORMATS
 from convatt.errors import ConvattError
-from convatt.rundir.schema import CONFIG_FILE, CURVE_FILE, DEV_BITS_COLUMN, HISTORY_FILE, RunConfig, RunResult, Setting
+from convatt.rundir.schema import (
+    CONFIG_FILE,
+    CURVE_FILE,
+    DEV_BITS_COLUMN,
+    HISTORY_FILE,
+    DeparturesFromPaper,
+    RunConfig,
+    RunResult,
+)
 
 # What the tables and plots read; older runs lack the batch-mean column.
 HISTORY_NUMBERS = ("epoch", "loss", "train_accuracy", "dev_accuracy", "seconds")
@@ -56,7 +64,7 @@ class FinishedRun:
     run_dir: Path
     result: RunResult
     config: RunConfig | None
-    setting: Setting
+    setting: DeparturesFromPaper
     history: pd.DataFrame  # HISTORY_NUMBERS (+ the batch-mean column if recorded), epochs 1..epochs_run
     curve: pd.DataFrame  # CURVE_NUMBERS (+ ...), no rows when the run had no curve point
 
@@ -96,7 +104,7 @@ def read_run(result_path: Path) -> FinishedRun:
         setting = config.setting
     else:
         continued = bool(result.started_from)
-        setting = Setting(protocol=result.protocol, mask_padding=result.mask_padding, continued=continued)
+        setting = DeparturesFromPaper(protocol=result.protocol, mask_padding=result.mask_padding, continued=continued)
     history = read_history(run_dir / HISTORY_FILE, result.epochs_run)
     curve = read_curve(run_dir / CURVE_FILE, result.epochs_run, config)
     return FinishedRun(run_dir, result, config, setting, history, curve)

@@ -7,8 +7,8 @@
     RunConfig   config.json: the options of one run (`convatt train`), its protocol;
                 `tagger_config()` builds a tagger run's TaggerConfig, `check()` its option ranges
     RunResult   result.json: written last; its presence means the run is complete
-    Setting     what sets a run apart from the paper's protocol (for the tables);
-                data, rendered by `Setting.label`, never parsed back
+    DeparturesFromPaper   what sets a run apart from the paper's protocol: its setting in the
+                tables (`RunConfig.setting`); data, rendered by `label()`, never parsed back
 
 Runs trained before the protocol existed (no "protocol" in config.json) trained
 with Keras 3's defaults, and load as `LEGACY_PROTOCOL` ("keras3").
@@ -277,8 +277,9 @@ class RunConfig:
         return out
 
     @property
-    def setting(self) -> Setting:
-        return Setting(
+    def setting(self) -> DeparturesFromPaper:
+        """The run's setting in the tables: how it departs from the paper's protocol."""
+        return DeparturesFromPaper(
             protocol=self.protocol.label(),
             mask_padding=self.mask_padding,
             limit=self.limit,
@@ -371,9 +372,9 @@ def _check_marker(data: dict, where: Path | None) -> None:
 
 
 @dataclass(frozen=True, order=True)
-class Setting:
+class DeparturesFromPaper:
     """What sets a run apart from the paper's protocol. Runs of different settings are
-    never averaged together; the paper's own setting is `Setting()`."""
+    never averaged together; the paper's own setting is `DeparturesFromPaper()`."""
 
     protocol: str = ORIGINAL  # `TrainingProtocol.label()`
     mask_padding: bool = False
@@ -385,7 +386,7 @@ class Setting:
 
     @property
     def is_paper(self) -> bool:
-        return self == Setting()
+        return self == DeparturesFromPaper()
 
     def parts(self) -> list[str]:
         """The differences, for display: e.g. ["keras3", "mask", "limit 200", "max 5 epochs"]."""
@@ -434,7 +435,7 @@ class RunResult:
     protocol: str = ORIGINAL  # TrainingProtocol.label(), for readers of result.json alone
     source_commit: str = ""  # the code's git commit (`convatt.rundir.provenance`); "" in older results
     machine: str = ""  # architecture, CPUs, the device Keras computed on; "" in older results
-    # What decides the last bits of the numbers (`convatt.rundir.provenance.Platform`); "" / {} in older results
+    # What decides the last bits of the numbers (`convatt.machine.Platform`); "" / {} in older results
     cpu: str = ""  # the CPU's model name
     cpu_features: str = ""  # its instruction sets that choose kernels (avx2 avx512f ...)
     onednn: str = ""  # "on" / "off" under TensorFlow, "not used" under another backend

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-VARIANTS = ("san-pe-add", "san-pe-add-conv", "san-pe-add-conv2d", "san-pe-add-conv2d-pre")
+from convatt.model.variants import CHARLM_VARIANTS, VARIANTS
+
+# Plain attention and each convolution of the char LM's grid (the variants table's names).
+TIMED_VARIANTS = [name for name in CHARLM_VARIANTS if name == "san-pe-add" or VARIANTS[name].attention_conv]
 N_SYMBOLS = 64
 
 
@@ -68,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024])
     parser.add_argument("--steps", type=int, default=8, help="symbols timed per (variant, length)")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--variants", nargs="+", default=TIMED_VARIANTS, choices=CHARLM_VARIANTS)
     args = parser.parse_args(argv)
     if args.steps < 1 or min(args.lengths) <= args.steps:
         parser.error("--steps must be >= 1 and below every length")

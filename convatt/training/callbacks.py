@@ -41,6 +41,7 @@ from convatt.training.state import DevScore, TrainState
 
 ACCURACY = "sparse_categorical_accuracy"  # the tagger's compiled metric
 Log = Callable[[str], None]
+MeasureDev = Callable[[keras.Model], DevScore]  # the model's dev score (the trainer's `measure_dev`)
 
 
 class StopRequests(keras.callbacks.Callback):
@@ -117,15 +118,15 @@ class EpochMeter(_RunCallback):
 class DevCurve(_RunCallback):
     """Dev accuracy every `curve_every` global batches, up to `curve_until` (curve.csv)."""
 
-    def __init__(self, state: TrainState, stop: StopRequests, run: RunConfig, dev, meter: EpochMeter):
+    def __init__(self, state: TrainState, stop: StopRequests, run: RunConfig, measure: MeasureDev, meter: EpochMeter):
         super().__init__(state, stop)
-        self.run, self.dev, self.meter = run, dev, meter
+        self.run, self.measure, self.meter = run, measure, meter
 
     def on_train_batch_end(self, batch, logs=None):
         run, step = self.run, self.state.step
         due = run.curve_every and step % run.curve_every == 0
         if due and (run.curve_until < 0 or step <= run.curve_until):
-            score = DevScore.measure(self.model, run, self.dev)
+            score = self.measure(self.model)
             self.state.curve.append({"step": step, "epoch": self.meter.epoch, **score.columns()})
 
 
@@ -181,15 +182,15 @@ class ProgressLines(keras.callbacks.Callback):
 class DevEvaluation(_RunCallback):
     """After each epoch: the dev score, the history row, and the `val_*` logs."""
 
-    def __init__(self, state: TrainState, stop: StopRequests, run: RunConfig, dev, meter: EpochMeter):
+    def __init__(self, state: TrainState, stop: StopRequests, measure: MeasureDev, meter: EpochMeter):
         super().__init__(state, stop)
-        self.run, self.dev, self.meter = run, dev, meter
+        self.measure, self.meter = measure, meter
         self.score: DevScore | None = None
 
     def on_epoch_end(self, epoch, logs=None):
         if self.stop.stopped:
             return
-        self.score = DevScore.measure(self.model, self.run, self.dev)
+        self.score = self.measure(self.model)
         seconds = time.perf_counter() - self.meter.start
         row = {
             "epoch": epoch + 1,
@@ -213,10 +214,17 @@ class EarlyStopping(_RunCallback):
     """The original's early stopping: on the protocol's dev metric (the batch mean), patience
     `run.patience`, strict improvement; at the end the best epoch's weights are restored."""
 
-    def __init__(self, state: TrainState, stop: StopRequests, run: RunConfig, evaluation: DevEvaluation, log: Log):
+    def __init__(
+        self,
+        state: TrainState,
+        stop: StopRequests,
+        run: RunConfig,
+        evaluation: DevEvaluation,
+        checkpoints: Checkpoints,
+        log: Log,
+    ):
         super().__init__(state, stop)
-        self.run, self.evaluation, self.log = run, evaluation, log
-        self.checkpoints: Checkpoints | None = None
+        self.run, self.evaluation, self.checkpoints, self.log = run, evaluation, checkpoints, log
         self.improved = False
 
     def on_epoch_end(self, epoch, logs=None):

@@ -11,7 +11,8 @@ between kinds of run is in the hooks a subclass overrides:
     describe(data)  log the data and write vocab.json
     build(data)     the compiled model
     model_note(data)      the model's line in the log, after its parameters and seed
-    train_batches(...)    the batches of the epochs left to train
+    train_rows(data, model)   the training split's rows as batches (`convatt.training.feed.TrainRows`)
+    measure_dev(model, dev)   the model's dev score (`DevScore`), each epoch and on the curve
     result(...)     evaluate the best epoch into a `RunResult` (and its per-sentence files)
     test_summary(result)  the test scores on the last line of the log
 
@@ -30,9 +31,8 @@ from pathlib import Path
 
 import keras
 
-from convatt import __version__
 from convatt.errors import ConvattError
-from convatt.model.tagger import count_parameters
+from convatt.model.parameters import count_parameters
 from convatt.model.variants import VARIANTS
 from convatt.protocol import TrainingProtocol
 from convatt.rundir import provenance
@@ -51,7 +51,7 @@ from convatt.rundir.storage import read_json, remove_temporaries, write_atomical
 from convatt.training import callbacks as cb
 from convatt.training import interrupt, start_from
 from convatt.training.checkpoints import Checkpoints
-from convatt.training.feed import TrainBatches
+from convatt.training.feed import TrainBatches, TrainRows, batches_per_epoch
 from convatt.training.start_from import SourceRun
 from convatt.training.state import DevScore, TrainState
 
@@ -114,8 +114,12 @@ class Trainer:
         """The end of the model's line in the log."""
         raise NotImplementedError
 
-    def train_batches(self, data: PreparedRun, state: TrainState, model: keras.Model) -> TrainBatches:
-        """The batches of the epochs left to train."""
+    def train_rows(self, data: PreparedRun, model: keras.Model) -> TrainRows:
+        """The training split's rows as `model`'s batches (the loop orders them into epochs)."""
+        raise NotImplementedError
+
+    def measure_dev(self, model: keras.Model, dev: typing.Any) -> DevScore:
+        """`model`'s score on the dev split `dev` (`data.dev`)."""
         raise NotImplementedError
 
     def result(self, model: keras.Model, data: PreparedRun, state: TrainState, n_params: int) -> RunResult:
@@ -172,7 +176,7 @@ class Trainer:
     def _fit(self, model: keras.Model, data: PreparedRun, state: TrainState) -> None:
         """Train the remaining epochs through `fit`; the best epoch's weights are restored."""
         run = self.run_config
-        batches = self.train_batches(data, state, model)
+        batches = TrainBatches(self.train_rows(data, model), run.batch_size, run.seed, first_epoch=state.epoch + 1)
         callbacks, stop, meter = self._callbacks(data, state, batches)
         try:
             model.fit(
@@ -205,16 +209,16 @@ class Trainer:
         """The run's callbacks (see `convatt.training.callbacks`), then the user's."""
         run, log, stop = self.run_config, self.log, cb.StopRequests(batches.n_batches)
         meter = cb.EpochMeter(state, stop, batches, self.out)
-        evaluation = cb.DevEvaluation(state, stop, run, data.dev, meter)
-        judge = cb.EarlyStopping(state, stop, run, evaluation, log)
-        judge.checkpoints = self.checkpoints
+        measure = lambda model: self.measure_dev(model, data.dev)
+        evaluation = cb.DevEvaluation(state, stop, measure, meter)
+        judge = cb.EarlyStopping(state, stop, run, evaluation, self.checkpoints, log)
         progress = [keras.callbacks.ProgbarLogger()] if self._terminal() else []
         every = 0 if self._terminal() else cb.progress_every()
         lines = [cb.ProgressLines(log, run.epochs, batches.n_batches, every)] if every else []
         board = cb.tensorboard(state, stop, Path(self.tensorboard)) if self.tensorboard else []
         callbacks = [
             meter,
-            cb.DevCurve(state, stop, run, data.dev, meter),
+            cb.DevCurve(state, stop, run, measure, meter),
             *lines,
             stop,
             evaluation,
@@ -272,8 +276,8 @@ class Trainer:
         start_from.check_vocabularies(source.path, self.vocabularies(data))
         if not start_from.same_data(source.path, data.fingerprint.to_json(), run.batch_size):
             return source
-        per_epoch = max(1, -(-len(data.train) // run.batch_size))
-        return dataclasses.replace(source, same_data=True, start_step=source.best_epoch * per_epoch)
+        start_step = source.best_epoch * batches_per_epoch(len(data.train), run.batch_size)
+        return dataclasses.replace(source, same_data=True, start_step=start_step)
 
     def _start_from(self, model: keras.Model, data: PreparedRun, source: SourceRun) -> SourceRun:
         """`model` with `source`'s weights, its further modifications at identity; the dev score it
@@ -282,7 +286,7 @@ class Trainer:
 
         trained = load_keras_model(Path(source.path) / MODEL_FILE, MODEL_LOST_REMEDY)
         start_from.copy_source_weights(model, trained, self.causal_attention)
-        dev = DevScore.measure(model, self.run_config, data.dev)
+        dev = self.measure_dev(model, data.dev)
         self.log(
             f"started from {source.path} ({source.variant}, seed {source.seed}, its best epoch {source.best_epoch} "
             f"of {source.epochs_run}; commit {source.source_commit or 'unknown'}): dev {100 * dev.exact:.2f}% "
@@ -292,7 +296,7 @@ class Trainer:
 
     def result_fields(self, data: PreparedRun, state: TrainState, n_params: int) -> dict:
         """result.json's fields that are the same for every kind of run: which run it is, on which
-        corpus, and how it was made."""
+        corpus, how its training went, and how it was made (`provenance.run_record`)."""
         run = self.run_config
         return dict(
             preset=run.preset,
@@ -301,19 +305,11 @@ class Trainer:
             seed=run.seed,
             corpus=data.corpus_name,
             corpus_note=data.note,
-            **self._provenance(state, n_params),
-        )
-
-    def _provenance(self, state: TrainState, n_params: int) -> dict:
-        """result.json's fields on how the run was made, the same for every kind of run."""
-        return dict(
+            protocol=run.protocol.label(),
             parameters=n_params,
             epochs_run=state.epoch,
             best_epoch=state.best_epoch,
             wall_seconds=round(state.seconds, 1),
-            backend=keras.backend.backend(),
-            convatt_version=__version__,
-            protocol=self.run_config.protocol.label(),
-            **provenance.run_record(),
             started_from=state.started_from,
+            **provenance.run_record(),
         )

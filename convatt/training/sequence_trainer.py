@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import keras
+import numpy as np
 
 from convatt.data import corpus_files, load_corpus
 from convatt.data.formats import data_format
@@ -33,9 +34,9 @@ from convatt.rundir.storage import write_csv, write_json
 from convatt.sequence.config import make_sequence_config
 from convatt.sequence.data import SequenceSplit, encode_sequences, symbol_vocabulary
 from convatt.sequence.model import build_causal_model
-from convatt.training.feed import TrainBatches
+from convatt.training.feed import Batch
 from convatt.training.loop import Trainer
-from convatt.training.state import TrainState
+from convatt.training.state import DevScore, TrainState
 
 
 @dataclass
@@ -68,38 +69,24 @@ def prepare_sequences(run: RunConfig) -> PreparedSequences:
     return PreparedSequences(symbols, *splits.values(), corpus.name, note, max_len, fingerprint)
 
 
-class SequenceBatches(TrainBatches):
-    """(symbols, next symbols, weights) of the epochs left, in `TrainBatches`' order."""
+@dataclass(frozen=True)
+class SequenceRows:
+    """A sequence split's rows as batches (`convatt.training.feed.TrainRows`): the symbols,
+    the next symbols, the weights (1: scored), all of the split's one length."""
 
-    def __init__(self, split: SequenceSplit, batch_size: int, seed: int, first_epoch: int):
-        super().__init__(split, batch_size, seed, first_epoch, few_shapes=False)
+    split: SequenceSplit
 
-    def n_rows(self) -> int:
+    def __len__(self) -> int:
         return len(self.split)
 
-    def tokens(self, epoch: int, batch: int) -> float:
-        return float(self.split.weights[self.order(epoch)[batch - 1]].sum())
+    def batch(self, rows: np.ndarray) -> Batch:
+        return self.split.inputs[rows], self.split.targets[rows], self.split.weights[rows]
 
-    def __getitem__(self, index: int):
-        epoch, batch = self.first_epoch + index // self.n_batches, index % self.n_batches
-        idx = self.order(epoch)[batch]
-        return self.split.inputs[idx], self.split.targets[idx], self.split.weights[idx]
+    def tokens(self, rows: np.ndarray) -> float:
+        return float(self.split.weights[rows].sum())
 
-    def for_fit(self):
-        if keras.backend.backend() != "tensorflow":
-            return self
-        import itertools
-
-        import tensorflow as tf
-
-        t = self.split.inputs.shape[1]
-        signature = (
-            tf.TensorSpec((None, t), tf.int32),
-            tf.TensorSpec((None, t), tf.int32),
-            tf.TensorSpec((None, t), tf.float32),
-        )
-        stream = lambda: (self[i] for i in itertools.count())
-        return tf.data.Dataset.from_generator(stream, output_signature=signature).prefetch(2)
+    def varying_axes(self, batch: Batch) -> tuple[int, int, int]:
+        return 1, 1, 1
 
 
 class SequenceTrainer(Trainer):
@@ -130,8 +117,12 @@ class SequenceTrainer(Trainer):
     def model_note(self, data: PreparedSequences) -> str:
         return f"{data.max_len} symbols"
 
-    def train_batches(self, data: PreparedSequences, state: TrainState, model: keras.Model) -> SequenceBatches:
-        return SequenceBatches(data.train, self.run_config.batch_size, self.run_config.seed, state.epoch + 1)
+    def train_rows(self, data: PreparedSequences, model: keras.Model) -> SequenceRows:
+        return SequenceRows(data.train)
+
+    def measure_dev(self, model: keras.Model, dev: SequenceSplit) -> DevScore:
+        scores = dev.scores(model, self.run_config.eval_batch_size)
+        return DevScore(scores.accuracy, scores.accuracy, bits_per_symbol=scores.bits_per_symbol)
 
     def result(self, model: keras.Model, data: PreparedSequences, state: TrainState, n_params: int) -> RunResult:
         scores = {name: getattr(data, name).scores(model, self.run_config.eval_batch_size) for name in ("dev", "test")}

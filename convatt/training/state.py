@@ -10,32 +10,20 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import keras
-
-from convatt.data import EncodedSplit
 from convatt.errors import ConvattError
-from convatt.model.prediction import predict_tags
 from convatt.protocol import TrainingProtocol
-from convatt.protocol.metrics import batch_mean_accuracy, token_accuracy
 from convatt.rundir.schema import DEV_BITS_COLUMN, RunConfig, check_types
 
 
 @dataclass(frozen=True)
 class DevScore:
     """Dev accuracy over non-PAD tokens: exact, and as the original's `val_true_acc`
-    (per batch of `batch_size` sequences, averaged over batches)."""
+    (per batch of `batch_size` sequences, averaged over batches). Each kind of run measures
+    it in its trainer's `measure_dev` hook."""
 
     exact: float
     batch_mean: float
     bits_per_symbol: float | None = None  # a causal sequence task's (`convatt.sequence`)
-
-    @classmethod
-    def measure(cls, model: keras.Model, run: RunConfig, dev: EncodedSplit) -> DevScore:
-        if not isinstance(dev, EncodedSplit):  # a causal sequence task's `SequenceSplit`
-            scores = dev.scores(model, run.eval_batch_size)
-            return cls(scores.accuracy, scores.accuracy, bits_per_symbol=scores.bits_per_symbol)
-        predicted = predict_tags(model, dev, run.eval_batch_size)
-        return cls(token_accuracy(predicted, dev.tags), batch_mean_accuracy(predicted, dev.tags, run.batch_size))
 
     def selection(self, protocol: TrainingProtocol) -> float:
         """The early-stopping metric of `protocol`."""

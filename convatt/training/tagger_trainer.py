@@ -21,16 +21,19 @@ from convatt.data import (
     load_corpus,
     load_word_vectors,
 )
+from convatt.data.batching import split_batch
 from convatt.data.corpus import describe_unseen_tags, unseen_tags
+from convatt.model.prediction import predict_tags
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import TaggerConfig
+from convatt.protocol.metrics import batch_mean_accuracy, token_accuracy
 from convatt.rundir.fingerprint import DataFingerprint
 from convatt.rundir.schema import VOCAB_FILE, RunConfig, RunResult
 from convatt.rundir.storage import write_atomically
-from convatt.training.feed import TrainBatches
+from convatt.training.feed import Batch
 from convatt.training.loop import Trainer
 from convatt.training.sentence_scores import PredictedSplit, SentenceRows, write_sentence_scores
-from convatt.training.state import TrainState
+from convatt.training.state import DevScore, TrainState
 
 
 @dataclass
@@ -116,6 +119,28 @@ def _data_fingerprint(run: RunConfig, vocab: Vocabularies, splits: dict, vectors
     )
 
 
+@dataclass(frozen=True)
+class TaggedRows:
+    """An encoded split's sentences as the tagger's batches (`convatt.training.feed.TrainRows`):
+    its inputs with the char rows packed, the tags, weight 1 on each real token."""
+
+    split: EncodedSplit
+    few_shapes: bool  # the char rows padded to few shapes: an XLA-compiled model compiles each shape
+
+    def __len__(self) -> int:
+        return len(self.split.words)
+
+    def batch(self, rows: np.ndarray) -> Batch:
+        return split_batch(self.split, rows, few_shapes=self.few_shapes)
+
+    def tokens(self, rows: np.ndarray) -> float:
+        return float((self.split.tags[rows] != 0).sum())
+
+    def varying_axes(self, batch: Batch) -> tuple[dict, int, int]:
+        inputs, _, _ = batch
+        return {name: 2 if name == "char_rows" else 1 for name in inputs}, 1, 1  # char_rows: its rows too
+
+
 class TaggerTrainer(Trainer):
     """One run of the paper's tagger (`build_tagger`) on a tagging preset."""
 
@@ -159,9 +184,13 @@ class TaggerTrainer(Trainer):
     def model_note(self, data: PreparedData) -> str:
         return f"protocol {self.run_config.protocol.label()}, {self.run_config.precision}"
 
-    def train_batches(self, data: PreparedData, state: TrainState, model: keras.Model) -> TrainBatches:
+    def train_rows(self, data: PreparedData, model: keras.Model) -> TaggedRows:
+        return TaggedRows(data.train, few_shapes=bool(model.jit_compile))
+
+    def measure_dev(self, model: keras.Model, dev: EncodedSplit) -> DevScore:
         run = self.run_config
-        return TrainBatches(data.train, run.batch_size, run.seed, state.epoch + 1, bool(model.jit_compile))
+        predicted = predict_tags(model, dev, run.eval_batch_size)
+        return DevScore(token_accuracy(predicted, dev.tags), batch_mean_accuracy(predicted, dev.tags, run.batch_size))
 
     def result(self, model: keras.Model, data: PreparedData, state: TrainState, n_params: int) -> RunResult:
         """Dev and test, each predicted once: their accuracies and their sentence scores."""

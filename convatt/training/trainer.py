@@ -57,13 +57,11 @@ __all__ = [
     "HISTORY_COLUMNS",
     "DevScore",
     "Progress",
-    "TrainOptions",
     "TrainState",
     "train_result",
     "train_run",
     "trainer_class",
 ]
-TrainOptions = RunConfig  # the name the trainer's callers knew
 
 
 def trainer_class(run: RunConfig) -> type[Trainer]:
