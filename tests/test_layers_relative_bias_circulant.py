@@ -83,5 +83,5 @@ def test_config_and_keras_file_round_trip(tmp_path):
 @pytest.mark.tf_only
 def test_lookup_is_still_the_layers_default_and_unknown_names_fail():
     assert RelativeBias(max_len=4, num_heads=1).parameterization == "lookup"
-    with pytest.raises(ValueError, match="parameterization must be one of"):
+    with pytest.raises(ValueError, match="parameterization takes one of"):
         RelativeBias(max_len=4, num_heads=1, parameterization="fft")

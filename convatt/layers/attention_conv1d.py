@@ -7,6 +7,7 @@ from typing import Any
 import keras
 from keras import ops
 
+from convatt.layers._options import check_kernel_size
 from convatt.layers._utils import check_scores_shape, per_head_initializer, query_tap_offsets, serialized
 
 
@@ -84,9 +85,7 @@ class AttentionConv1D(keras.layers.Layer):
         super().__init__(**kwargs)
         self.max_len = int(max_len)
         self.num_heads = int(num_heads)
-        self.kernel_size = int(kernel_size)
-        if self.kernel_size < 1:
-            raise ValueError(f"kernel_size must be >= 1; received {kernel_size}.")
+        self.kernel_size = check_kernel_size("kernel_size", kernel_size, pair_allowed=False)
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)

@@ -7,6 +7,7 @@ from typing import Any
 import keras
 from keras import ops
 
+from convatt.layers._options import check_kernel_size
 from convatt.layers._utils import (
     check_scores_shape,
     depends_on_gradient,
@@ -224,11 +225,6 @@ def _end(after: int) -> int | None:
     return -after if after > 0 else None
 
 
-def _tap(kernel, row: int, col: int):
-    """The heads' weights of one tap, shaped to multiply `(batch, heads, q, k)`."""
-    return ops.reshape(kernel[:, row, col], (1, -1, 1, 1))
-
-
 @keras.saving.register_keras_serializable(package="convatt")
 class AttentionConv2D(keras.layers.Layer):
     """Per-head single-filter Conv2D over an attention matrix ("+Conv2d").
@@ -293,9 +289,7 @@ class AttentionConv2D(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
-        self.kernel_size = kernel_pair(kernel_size) if isinstance(kernel_size, (list, tuple)) else int(kernel_size)
-        if min(kernel_pair(self.kernel_size)) < 1:
-            raise ValueError(f"kernel_size must be >= 1; received {kernel_size}.")
+        self.kernel_size = check_kernel_size("kernel_size", kernel_size)
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)

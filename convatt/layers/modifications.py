@@ -27,6 +27,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from convatt.layers._options import check_flag, check_kernel_size, check_max_len, check_optional_count, one_of
 from convatt.layers._utils import (
     check_length,
     keep_rows,
@@ -39,7 +40,7 @@ from convatt.layers._utils import (
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D, kernel_pair
 from convatt.layers.position_interaction import PositionInteraction
-from convatt.layers.relative_bias import RelativeBias
+from convatt.layers.relative_bias import PARAMETERIZATIONS, RelativeBias
 from convatt.layers.relative_position_representation import RelativePositionRepresentation
 from convatt.layers.symmetric_alibi_bias import SymmetricAlibiBias
 from convatt.layers.talking_heads import TalkingHeadsProjection
@@ -106,56 +107,6 @@ def attention_context(query, keep, causal: bool, pads=None) -> AttentionContext:
     real = keep if pads is None else ops.logical_and(keep, ops.logical_not(pads))  # the real rows' keys
     sees_later = ops.any(ops.logical_and(real, later), axis=(1, 2, 3), keepdims=True)
     return AttentionContext(query, keep, False, ops.cast(sees_later, "float32"), pads=pads)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def check_flag(name: str, value) -> bool:
-    """A switch: True or False (a NumPy bool too), nothing else."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} takes True or False; received {value!r}.")
-    return bool(value)
-
-
-def _optional_count(name: str, value) -> int | None:
-    """None or an int >= 0 (a clipping distance); not a bool, not a float."""
-    if value is None:
-        return None
-    if not _is_int(value) or value < 0:
-        raise ValueError(f"{name} takes None or an int >= 0 (the clipping distance k); received {value!r}.")
-    return int(value)
-
-
-def _one_of(*allowed):
-    def check(name: str, value):
-        if not any(value == option and type(value) is type(option) for option in allowed):
-            raise ValueError(f"{name} takes one of {', '.join(map(repr, allowed))}; received {value!r}.")
-        return value
-
-    return check
-
-
-def _kernel_size(name: str, value) -> int | tuple[int, int]:
-    """An int >= 1, or a pair `(query_taps, key_taps)` of them (for `attention_conv="2d"`)."""
-    pair = isinstance(value, (list, tuple))
-    taps = tuple(value) if pair else (value,)
-    if len(taps) != (2 if pair else 1) or not all(_is_int(tap) and tap >= 1 for tap in taps):
-        raise ValueError(
-            f'{name} takes an int >= 1, or for attention_conv="2d" a pair (query_taps, key_taps) of them; '
-            f"received {value!r}."
-        )
-    return kernel_pair(taps) if pair else int(value)
-
-
-def check_max_len(max_len) -> int | None:
-    """`max_len` as an int, or None; a ValueError naming it for anything else."""
-    if max_len is None:
-        return None
-    if not _is_int(max_len) or max_len < 1:
-        raise ValueError(f"max_len takes None or an int >= 1 (the longest query / key); received {max_len!r}.")
-    return int(max_len)
 
 
 @dataclass(frozen=True)
@@ -381,7 +332,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
         "relative_bias",
         {
             "relative_bias": (False, check_flag),
-            "relative_bias_parameterization": ("lookup", _one_of("lookup", "circulant")),
+            "relative_bias_parameterization": ("lookup", one_of(*PARAMETERIZATIONS)),
         },
         _make_relative_bias,
         {"scores": _add},
@@ -391,7 +342,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
         "relative_position_representation",
         "_relative_position",
         "relative_position_representation",
-        {"relative_position_representation": (None, _optional_count)},
+        {"relative_position_representation": (None, check_optional_count)},
         _make_relative_position,
         {"scores": _add_with_query, "values": _add_value_term},
         example={"relative_position_representation": 2},
@@ -408,8 +359,8 @@ MODIFICATIONS: tuple[Modification, ...] = (
         "_conv",
         "attention_conv",
         {
-            "attention_conv": (None, _one_of(*CONVS)),
-            "conv_kernel_size": (3, _kernel_size),
+            "attention_conv": (None, one_of(*CONVS)),
+            "conv_kernel_size": (3, check_kernel_size),
             "conv_before_softmax": (False, check_flag),
             "conv_causal": (False, check_flag),
         },

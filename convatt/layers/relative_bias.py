@@ -8,6 +8,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from convatt.layers._options import one_of
 from convatt.layers._score_bias import ScoreBias, query_key_offsets
 from convatt.layers._utils import per_head_initializer
 
@@ -71,8 +72,7 @@ class RelativeBias(ScoreBias):
 
     def __init__(self, max_len: int, num_heads: int, parameterization: str = "lookup", **kwargs):
         super().__init__(**kwargs)
-        if parameterization not in PARAMETERIZATIONS:
-            raise ValueError(f"parameterization must be one of {PARAMETERIZATIONS}; received {parameterization!r}.")
+        parameterization = one_of(*PARAMETERIZATIONS)("parameterization", parameterization)
         self.max_len = int(max_len)
         self.num_heads = int(num_heads)
         self.parameterization = parameterization
