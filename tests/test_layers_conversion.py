@@ -74,9 +74,13 @@ def padded_model(causal: bool, dropout: float) -> keras.Model:
     return model
 
 
+# `make test` takes the combination of every modification; each alone is in the slow tier.
+PADDED_CASES = [pytest.param(n, marks=() if n == "everything else" else pytest.mark.slow) for n in ONE_EACH]
+
+
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("name", ONE_EACH)
+@pytest.mark.parametrize("name", PADDED_CASES)
 def test_a_converted_model_with_padding_equals_the_original_at_every_position_pads_included(name, causal, dropout):
     """Padded query rows attend as in Keras' layer (uniform over every key in its fused attention,
     0 where dropout takes its other path), each modification at its identity start on them too."""
