@@ -8,15 +8,16 @@ from typing import Any
 import keras
 from keras import ops
 
-from convatt.layers._utils import distinct_initializer, on_accelerator, upstream_gradient
+from convatt.layers._utils import compiled_by_xla, distinct_initializer, on_accelerator, upstream_gradient
 
 
 def _skew_pays(matrices) -> bool:
     """Whether to use the skews (else the gathered `(q, k, d)` tables): they need the lengths
-    known when traced, and pay under XLA only; TensorFlow without XLA runs every reshape and
-    pad as a copy (5.5x Keras' layer's step with the tables, 8.1x with the skews, at 1024)."""
+    known when traced, and pay under XLA only (JAX, TensorFlow's `jit_compile=True`);
+    TensorFlow without XLA runs every reshape and pad as a copy (5.5x Keras' layer's step with
+    the tables, 8.1x with the skews, at 1024)."""
     known = matrices.shape[-2] is not None and matrices.shape[-1] is not None
-    return known and keras.backend.backend() != "tensorflow"
+    return known and compiled_by_xla()
 
 
 def _distances(query_len: int, key_len: int):
