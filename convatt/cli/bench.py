@@ -202,6 +202,12 @@ def _add_attention_options(p) -> None:
         "models per variant (default: 3)",
     )
     g.add_argument("--warmup", type=int, help="untimed steps per layer first (default: 1)")
+    _add_compilation_options(g)
+    g.add_argument("--out", help="also write the figures to this CSV file")
+
+
+def _add_compilation_options(g) -> None:
+    """--attention's choice of compilations (TensorFlow's) and of the cross-backend table."""
     g.add_argument(
         "--jit-compile",
         nargs="+",
@@ -215,4 +221,3 @@ def _add_attention_options(p) -> None:
         help="also Keras' layer under each backend, each in a process of its own, against the fastest "
         "(default: on; off with --quick)",
     )
-    g.add_argument("--out", help="also write the figures to this CSV file")

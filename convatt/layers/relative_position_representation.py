@@ -129,9 +129,9 @@ class RelativePositionRepresentation(keras.layers.Layer):
     key term is `q_i . w^K_r` for the `2k + 1` distances `r`, placed at each pair
     by its distance (`spread_by_distance`); the value term is `sum_r s_ir w^V_r`
     with `s_ir` the attention's sum over the keys at distance `r`
-    (`sum_by_distance`). Under TensorFlow (no XLA: every reshape a copy), and for
-    lengths unknown when traced, they gather the tables `a^K`, `a^V` and take one
-    batched product per query position. `SelfAttention` calls it with
+    (`sum_by_distance`); so under TensorFlow with XLA (`jit_compile=True`). Under
+    TensorFlow without XLA (every reshape a copy), and for lengths unknown when traced,
+    they gather the tables `a^K`, `a^V` and take one batched product per query position. `SelfAttention` calls it with
     `relative_position_representation=k`.
 
     Args:
