@@ -112,3 +112,35 @@ def test_talking_heads_mixing_equals_the_einsum():
         value_and_gradients(mix_heads, maps, kernel),
         value_and_gradients(lambda m, w: keras.ops.einsum("bhqk,hg->bgqk", m, w), maps, kernel),
     )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"relative_position_representation": 3}, {"attention_conv": "2d"}, {"position_interaction": True}],
+    ids=["shaw", "conv2d", "p"],
+)
+def test_the_layer_under_tensorflows_xla_computes_what_it_computes_without(options):
+    """TensorFlow's `jit_compile=True` takes other forms (Shaw's skews): the same outputs and
+    weight gradients as TensorFlow's graph without XLA, to float tolerance."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("TensorFlow's choice between its two compilations")
+    import tensorflow as tf
+
+    from convatt.layers import MultiHeadAttention
+
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, max_len=9, **options)
+    x = tf.constant(np.random.default_rng(5).normal(size=(2, 9, 8)).astype("float32"))
+    layer(x, x, use_causal_mask=True)
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            out = layer(x, x, use_causal_mask=True)
+            total = tf.reduce_sum(out * _pattern_like(out))
+        return [out, *tape.gradient(total, layer.trainable_variables)]
+
+    with_xla, without = (tf.function(step, jit_compile=jit)(x) for jit in (True, False))  # gathered: sparse gradients
+    _close([tf.convert_to_tensor(t).numpy() for t in with_xla], [tf.convert_to_tensor(t).numpy() for t in without])
+
+
+def _pattern_like(out):
+    return keras.ops.convert_to_tensor(np.random.default_rng(9).uniform(-1, 1, size=tuple(out.shape)).astype("float32"))
