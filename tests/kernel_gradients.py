@@ -9,9 +9,10 @@ import keras
 import numpy as np
 
 
-def value_and_gradients(function: Callable, *arrays: np.ndarray) -> list[np.ndarray]:
+def value_and_gradients(function: Callable, *arrays: np.ndarray, xla: bool = False) -> list[np.ndarray]:
     """`[function(*arrays), d sum(function * weights) / d array for each array]`, as NumPy; the
-    weights a fixed random pattern (so that every output entry counts differently)."""
+    weights a fixed random pattern (so that every output entry counts differently). With `xla`,
+    under TensorFlow in a `tf.function(jit_compile=True)` (JAX: always one XLA program)."""
     tensors = [keras.ops.convert_to_tensor(a.astype("float32")) for a in arrays]
     if keras.backend.backend() == "jax":
         import jax
@@ -25,11 +26,14 @@ def value_and_gradients(function: Callable, *arrays: np.ndarray) -> list[np.ndar
     else:
         import tensorflow as tf
 
-        with tf.GradientTape() as tape:
-            tape.watch(tensors)
-            out = function(*tensors)
-            total = keras.ops.sum(out * _pattern(out.shape))
-        grads = tape.gradient(total, tensors)
+        def step(*xs):
+            with tf.GradientTape() as tape:
+                tape.watch(xs)
+                out = function(*xs)
+                total = keras.ops.sum(out * _pattern(out.shape))
+            return out, tape.gradient(total, xs)
+
+        out, grads = (tf.function(step, jit_compile=True) if xla else step)(*tensors)
     return [keras.ops.convert_to_numpy(t) for t in (out, *grads)]
 
 

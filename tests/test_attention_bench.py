@@ -19,11 +19,16 @@ from convatt.speed.attention_bench import (
     CORE,
     KERAS,
     KERAS_FLASH,
+    NO_XLA,
     QUICK_SETTINGS,
+    XLA,
     AttentionBenchmark,
+    AttentionSettings,
     Measurement,
+    compilation,
     render_markdown,
     run_attention_benchmark,
+    write_csv,
 )
 
 SETTINGS = dataclasses.replace(QUICK_SETTINGS, masks=("causal",))  # one length, one mask
@@ -63,10 +68,15 @@ def test_quick_run_in_process_with_the_cases_chosen():
     result = run_attention_benchmark(dataclasses.replace(SETTINGS, cases=("mta", "shaw", "none")), log=lines.append)
     rows = result.comparisons()
     names = [KERAS, CORE, "none", "Shaw k=16", "Conv2d (2, 9) before softmax"]  # the table's order, not the option's
-    assert [(r.case, r.length, r.mask) for r in rows] == [(name, 16, "causal") for name in names]
+    compilers = [XLA, NO_XLA] if keras.backend.backend() == "tensorflow" else [XLA]  # fit's step with / without XLA
+    expected = [(name, 16, "causal", compiler) for compiler in compilers for name in names]
+    assert [(r.case, r.length, r.mask, r.compiler) for r in rows] == expected
     assert all(r.step_ms > 0 and r.time_ratio > 0 for r in rows)
     assert rows[0].time_ratio == 1 and rows[0].extra_time_cores == 0
     markdown = render_markdown(result)
+    assert markdown.count("\n| none |") == len(compilers)
+    for compiler in compilers:
+        assert f"Causal self-attention, float32, {compilation(keras.backend.backend(), compiler)} (cells" in markdown
     for name in names:
         assert f"\n| {name} |" in markdown
     assert "+Conv2d |" not in markdown
@@ -105,14 +115,16 @@ def test_a_mixed_policy_counts_matrices_in_its_compute_dtype_and_a_refused_flash
     """Asked for Keras' flash path where it cannot run (this CPU: neither backend has it here),
     the run goes on without that row and says why; the attention matrix is bfloat16's size."""
     monkeypatch.setattr(attention_bench, "flash_possible", lambda settings: True)  # as if on a GPU
-    settings = dataclasses.replace(SETTINGS, cases=("none", "conv2d"), dtype_policy="mixed_bfloat16")
+    settings = dataclasses.replace(
+        SETTINGS, cases=("none", "conv2d"), dtype_policy="mixed_bfloat16", jit_compile=(True,)
+    )
     result = run_attention_benchmark(settings, log=lambda line: None)
     rows = result.comparisons()
     assert [r.case for r in rows] == [KERAS, CORE, "none", "+Conv2d"]
     assert "Keras' flash attention unavailable: " in capsys.readouterr().err
     (length,) = settings.lengths
     assert rows[0].attention_matrix_mib * MIB == settings.batch_size * settings.num_heads * length**2 * 2
-    assert "Causal self-attention, mixed_bfloat16 (cells" in render_markdown(result)
+    assert "Causal self-attention, mixed_bfloat16, " in render_markdown(result)
 
 
 def test_the_flash_reference_row_shows_where_it_was_measured():
@@ -138,6 +150,9 @@ def test_cli_takes_the_dtype_policy_with_attention_and_refuses_the_taggers_optio
     args = parse(["bench", "--attention", "--quick", "--precision", "mixed_bfloat16"])
     _check_options(args)
     assert _attention_settings(args) == dataclasses.replace(QUICK_SETTINGS, dtype_policy="mixed_bfloat16")
+    args = parse(["bench", "--attention", "--jit-compile", "false", "false", "--cross-backend"])
+    assert _attention_settings(args) == AttentionSettings(jit_compile=(False,), cross_backend=True)
+    assert not _attention_settings(parse(["bench", "--attention", "--no-cross-backend"])).cross_backend
     with pytest.raises(ConvattError, match="--variant is an option of the tagger's benchmark"):
         _check_options(parse(["bench", "--attention", "--variant", "san-pe-add-conv2d"]))
     with pytest.raises(ConvattError, match="--lengths is an option of --attention"):
@@ -148,9 +163,42 @@ def test_what_is_measured_is_handed_on_after_each_length():
     """`measured` sees each length's rows as soon as they are timed (the CLI rewrites its CSV
     then, so an interrupted run keeps them)."""
     seen = []
-    settings = dataclasses.replace(SETTINGS, lengths=(8, 16), cases=("none",))
+    settings = dataclasses.replace(SETTINGS, lengths=(8, 16), cases=("none",), jit_compile=(False,))
     run_attention_benchmark(
         settings, log=lambda line: None, measured=lambda r: seen.append([(c.case, c.length) for c in r.comparisons()])
     )
     first = [(KERAS, 8), (CORE, 8), ("none", 8)]
     assert seen == [first, [*first, (KERAS, 16), (CORE, 16), ("none", 16)]]
+
+
+def test_keras_layer_by_backend_is_over_the_fastest_at_each_length_and_mask(tmp_path):
+    """The cross-backend rows (given measurements: the rendering and the CSV): each backend's
+    Keras layer over the fastest of them at its length and mask."""
+    settings = dataclasses.replace(SETTINGS, lengths=(16, 32), cases=("none",), jit_compile=(True,))
+    result = AttentionBenchmark(settings, "tensorflow", "CPU (test)")
+    for length in settings.lengths:
+        for name, seconds in ((KERAS, 0.002), (CORE, 0.001), ("none", 0.003)):
+            result.measurements.append(Measurement(name, length, "causal", seconds, None, None))
+    for backend, compiler, at_16, at_32 in (("jax", XLA, 0.004, 0.010), ("tensorflow", XLA, 0.002, 0.020)):
+        for length, seconds in ((16, at_16), (32, at_32)):
+            case = compilation(backend, compiler)
+            result.backends.append(Measurement(case, length, "causal", seconds, None, None, compiler))
+    markdown = render_markdown(result)
+    assert "\n| JAX (jitted) | 4.0 ms / 2.00x | 10.0 ms / 1.00x |" in markdown
+    assert "\n| TensorFlow with XLA (`jit_compile=True`) | 2.0 ms / 1.00x | 20.0 ms / 2.00x |" in markdown
+    write_csv(result, tmp_path / "attention.csv")
+    with open(tmp_path / "attention.csv") as f:
+        rows = [row for row in csv.DictReader(f) if row["case"] == "JAX (jitted)"]
+    assert [(row["length"], float(row["time_ratio"])) for row in rows] == [("16", 2.0), ("32", 1.0)]
+
+
+@pytest.mark.slow  # a JAX and a TensorFlow process, each compiling Keras' layer
+def test_keras_layer_is_measured_under_each_backend_in_a_process_of_its_own():
+    from convatt.speed.cross_backend import measure_backends
+
+    settings = dataclasses.replace(SETTINGS, cases=("none",))
+    lines = []
+    rows = measure_backends(settings, log=lines.append)
+    expected = ["JAX (jitted)", *[compilation("tensorflow", c) for c in (XLA, NO_XLA)]]
+    assert [(m.case, m.length, m.mask) for m in rows] == [(name, 16, "causal") for name in expected]
+    assert all(m.step_s > 0 for m in rows) and len(lines) == 2

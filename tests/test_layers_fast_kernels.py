@@ -27,11 +27,12 @@ def _close(new: list[np.ndarray], old: list[np.ndarray]) -> None:
 
 @pytest.mark.parametrize("kernel_size", [(3, 3), (5, 5), (2, 9)])
 @pytest.mark.parametrize("causal, future_open", [(False, None), (True, None), (False, (1.0, 0.0))])
-@pytest.mark.parametrize("accelerator", [False, True], ids=["cpu-kernel-gradient", "accelerator-kernel-gradient"])
-def test_conv2d_stencil_equals_the_depthwise_convolution(kernel_size, causal, future_open, accelerator, monkeypatch):
-    """Both forms of the kernel's gradient (a depthwise convolution on a CPU, a sum per tap on
-    a GPU or TPU) are checked here, on the CPU."""
-    monkeypatch.setattr(attention_conv2d, "on_accelerator", lambda: accelerator)
+@pytest.mark.parametrize("form", ["convolved", "row_summed", "tapped"])
+def test_conv2d_stencil_equals_the_depthwise_convolution(kernel_size, causal, future_open, form, monkeypatch):
+    """Every form of the kernel's gradient (a depthwise convolution on a CPU under JAX, sums along
+    the key axis under TensorFlow, a sum per tap on a GPU or TPU) is checked here, on the CPU."""
+    method = getattr(attention_conv2d, f"{form}_kernel_gradient")
+    monkeypatch.setattr(attention_conv2d, "kernel_gradient_form", lambda: method)
     activation = None if kernel_size == (2, 9) else "relu"  # before the softmax (MTA) / after it (the paper)
     rng = np.random.default_rng(sum(kernel_size))
     heads, q, k = 3, 7, 11
@@ -60,7 +61,11 @@ SHAW_SHAPES = [(5, 9, 3), (9, 4, 1), (4, 4, 7), (3, 3, 0), (1, 6, 2), (1, 1, 1),
 
 
 @pytest.mark.parametrize("q, k, clip", SHAW_SHAPES)
-def test_shaw_terms_equal_the_gathered_tables(q, k, clip):
+@pytest.mark.parametrize("xla", [False, True], ids=["as-run", "xla"])
+def test_shaw_terms_equal_the_gathered_tables(q, k, clip, xla):
+    """The skews where they run (JAX; TensorFlow under XLA, `xla`), else the gathered tables."""
+    if xla and keras.backend.backend() == "jax":
+        pytest.skip("JAX compiles with XLA either way")
     rng = np.random.default_rng(q * 100 + k * 10 + clip)
     b, h, d = 2, 3, 4
     layer = RelativePositionRepresentation(clip, d)
@@ -71,11 +76,11 @@ def test_shaw_terms_equal_the_gathered_tables(q, k, clip):
     scores, query = rng.normal(size=(b, h, q, k)), rng.normal(size=(b, q, h, d))
     attention = rng.uniform(size=(b, h, q, k))
     _close(
-        value_and_gradients(layer.add_float32, scores, query),
+        value_and_gradients(layer.add_float32, scores, query, xla=xla),
         value_and_gradients(lambda s, x: ref.shaw_key_term_gathered(s, x, key_table, clip), scores, query),
     )
     _close(
-        value_and_gradients(layer.value_term, attention),
+        value_and_gradients(layer.value_term, attention, xla=xla),
         value_and_gradients(lambda a: ref.shaw_value_term_gathered(a, value_table, clip), attention),
     )
 
@@ -107,3 +112,35 @@ def test_talking_heads_mixing_equals_the_einsum():
         value_and_gradients(mix_heads, maps, kernel),
         value_and_gradients(lambda m, w: keras.ops.einsum("bhqk,hg->bgqk", m, w), maps, kernel),
     )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"relative_position_representation": 3}, {"attention_conv": "2d"}, {"position_interaction": True}],
+    ids=["shaw", "conv2d", "p"],
+)
+def test_the_layer_under_tensorflows_xla_computes_what_it_computes_without(options):
+    """TensorFlow's `jit_compile=True` takes other forms (Shaw's skews): the same outputs and
+    weight gradients as TensorFlow's graph without XLA, to float tolerance."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("TensorFlow's choice between its two compilations")
+    import tensorflow as tf
+
+    from convatt.layers import MultiHeadAttention
+
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, max_len=9, **options)
+    x = tf.constant(np.random.default_rng(5).normal(size=(2, 9, 8)).astype("float32"))
+    layer(x, x, use_causal_mask=True)
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            out = layer(x, x, use_causal_mask=True)
+            total = tf.reduce_sum(out * _pattern_like(out))
+        return [out, *tape.gradient(total, layer.trainable_variables)]
+
+    with_xla, without = (tf.function(step, jit_compile=jit)(x) for jit in (True, False))  # gathered: sparse gradients
+    _close([tf.convert_to_tensor(t).numpy() for t in with_xla], [tf.convert_to_tensor(t).numpy() for t in without])
+
+
+def _pattern_like(out):
+    return keras.ops.convert_to_tensor(np.random.default_rng(9).uniform(-1, 1, size=tuple(out.shape)).astype("float32"))

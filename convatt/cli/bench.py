@@ -3,6 +3,7 @@ convatt's `MultiHeadAttention` against Keras' own layer."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from pathlib import Path
 
@@ -25,6 +26,8 @@ ATTENTION_OPTIONS = {  # option -> AttentionSettings field
     "key_dim": "key_dim",
     "repeats": "repeats",
     "warmup": "warmup",
+    "jit_compile": "jit_compile",
+    "cross_backend": "cross_backend",
 }
 
 
@@ -55,6 +58,8 @@ def _attention_settings(args):
 
     given = {field: getattr(args, option) for option, field in ATTENTION_OPTIONS.items()}
     given = {field: tuple(v) if isinstance(v, list) else v for field, v in given.items() if v is not None}
+    if "jit_compile" in given:
+        given["jit_compile"] = tuple(dict.fromkeys(value == "true" for value in given["jit_compile"]))
     given["dtype_policy"] = args.precision
     settings = dataclasses.replace(QUICK_SETTINGS if args.quick else AttentionSettings(), **given)
     try:
@@ -197,4 +202,22 @@ def _add_attention_options(p) -> None:
         "models per variant (default: 3)",
     )
     g.add_argument("--warmup", type=int, help="untimed steps per layer first (default: 1)")
+    _add_compilation_options(g)
     g.add_argument("--out", help="also write the figures to this CSV file")
+
+
+def _add_compilation_options(g) -> None:
+    """--attention's choice of compilations (TensorFlow's) and of the cross-backend table."""
+    g.add_argument(
+        "--jit-compile",
+        nargs="+",
+        choices=("true", "false"),
+        help="TensorFlow: time `fit`'s step compiled with XLA (true), without (false) or both (default: true false; "
+        "JAX always compiles with XLA)",
+    )
+    g.add_argument(
+        "--cross-backend",
+        action=argparse.BooleanOptionalAction,
+        help="also Keras' layer under each backend, each in a process of its own, against the fastest "
+        "(default: on; off with --quick)",
+    )

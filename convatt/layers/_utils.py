@@ -108,6 +108,20 @@ def on_accelerator() -> bool:
     return not keras.distribution.list_devices()[0].lower().startswith("cpu")
 
 
+def compiled_by_xla() -> bool:
+    """Whether the code being traced runs as one XLA program: always under JAX (jitted or op by
+    op, each op an XLA computation), under TensorFlow inside a `tf.function(jit_compile=True)`
+    (Keras' `fit` with `jit_compile=True`), not in TensorFlow's graphs without XLA or eagerly,
+    where every reshape, pad and slice runs alone as a copy. For the kernels whose fastest exact
+    form differs between the two."""
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        return backend == "jax"
+    import tensorflow as tf  # the backend's own question: is an XLA context around this trace
+
+    return tf.__internal__.get_enclosing_xla_context() is not None
+
+
 def large_negative(dtype: str) -> float:
     """A finite score that vanishes under softmax in `dtype` (no inf, so no NaN rows)."""
     return -3e4 if keras.backend.standardize_dtype(dtype) == "float16" else -1e9

@@ -9,15 +9,16 @@ import keras
 from keras import ops
 
 from convatt.layers._score_bias import query_key_offsets
-from convatt.layers._utils import distinct_initializer, on_accelerator, upstream_gradient
+from convatt.layers._utils import compiled_by_xla, distinct_initializer, on_accelerator, upstream_gradient
 
 
 def _skew_pays(matrices) -> bool:
     """Whether to use the skews (else the gathered `(q, k, d)` tables): they need the lengths
-    known when traced, and pay under XLA only; TensorFlow without XLA runs every reshape and
-    pad as a copy (5.5x Keras' layer's step with the tables, 8.1x with the skews, at 1024)."""
+    known when traced, and pay under XLA only (JAX, TensorFlow's `jit_compile=True`);
+    TensorFlow without XLA runs every reshape and pad as a copy (5.5x Keras' layer's step with
+    the tables, 8.1x with the skews, at 1024)."""
     known = matrices.shape[-2] is not None and matrices.shape[-1] is not None
-    return known and keras.backend.backend() != "tensorflow"
+    return known and compiled_by_xla()
 
 
 def _distances(query_len: int, key_len: int):
@@ -129,9 +130,9 @@ class RelativePositionRepresentation(keras.layers.Layer):
     key term is `q_i . w^K_r` for the `2k + 1` distances `r`, placed at each pair
     by its distance (`spread_by_distance`); the value term is `sum_r s_ir w^V_r`
     with `s_ir` the attention's sum over the keys at distance `r`
-    (`sum_by_distance`). Under TensorFlow (no XLA: every reshape a copy), and for
-    lengths unknown when traced, they gather the tables `a^K`, `a^V` and take one
-    batched product per query position. `SelfAttention` calls it with
+    (`sum_by_distance`); so under TensorFlow with XLA (`jit_compile=True`). Under
+    TensorFlow without XLA (every reshape a copy), and for lengths unknown when traced,
+    they gather the tables `a^K`, `a^V` and take one batched product per query position. `SelfAttention` calls it with
     `relative_position_representation=k`.
 
     Args:

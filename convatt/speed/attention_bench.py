@@ -1,10 +1,14 @@
 """`convatt bench --attention`: convatt's `MultiHeadAttention` against Keras' own layer.
 
 For each sequence length and each mask (causal: `use_causal_mask=True`; bidirectional:
-none), one jitted training step per layer: the loss `mean(output**2)` of self-attention
-on a random batch and its gradient with respect to the layer's trainable weights
-(`stateless_call` under `jax.jit` / `jax.value_and_grad`; under TensorFlow a
-`tf.function` with a gradient tape, without XLA). Timed: the median of `repeats` steps
+none), one compiled training step per layer: the loss `mean(output**2)` of self-attention
+on a random batch and its gradient with respect to the layer's trainable weights. Under
+JAX `stateless_call` under `jax.jit` / `jax.value_and_grad` (what `fit` compiles, less the
+optimizer); under TensorFlow what a user of `fit` runs: the layer in a Keras model,
+`model.train_on_batch` (gradient and an SGD update) compiled with `jit_compile=True` (XLA)
+and with `jit_compile=False` (TensorFlow's graph, op by op), each `jit_compile` of
+`jit_compile` a table of its own, each against Keras' layer compiled the same way; the
+attention core as a layer whose weights are Q, K and V. Timed: the median of `repeats` steps
 after `warmup` untimed ones, the layers' steps interleaved (reversed every other
 repeat) so that a change in the machine's load hits all alike. Memory (JAX only): the
 compiled program's memory analysis, `temp + argument + output` bytes: the buffers XLA
@@ -19,6 +23,11 @@ modification "costs more than the attention matrix" where its extra temporary by
 over Keras' layer exceed one attention matrix (`batch * heads * length**2` numbers of
 the compute dtype), or where its extra step time over Keras' layer exceeds the core's step time.
 The modifications with weights per position are built with `max_len` = the length.
+
+With `cross_backend`, Keras' layer is also timed under each backend and compiler (JAX,
+TensorFlow with and without XLA), each backend in a process of its own
+(`convatt.speed.cross_backend`): the steps against the fastest on the machine, which
+the ratios above, each against its own backend's Keras layer, do not show.
 
 `dtype_policy` builds every layer (and casts the core's inputs) in a Keras dtype policy,
 e.g. "mixed_bfloat16"; the attention matrix is then counted in the compute dtype. Where
@@ -49,6 +58,7 @@ CORE = "attention core"
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16", "bfloat16", "float16")
 COMPUTE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes of one number of each compute dtype
 MASKS = {"causal": True, "bidirectional": False}  # `use_causal_mask` of each mask's name
+XLA, NO_XLA = "XLA", "no XLA"  # how a step is compiled: one XLA program (JAX, `jit_compile=True`), or TF's graph
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,12 @@ class AttentionSettings:
     warmup: int = 1
     seed: int = 0
     dtype_policy: str = "float32"
+    jit_compile: tuple[bool, ...] = (True, False)  # TensorFlow's `fit` steps timed; JAX always compiles with XLA
+    cross_backend: bool = True  # also Keras' layer under each backend, each in a process of its own
+
+    def compilers(self, backend: str) -> tuple[str, ...]:
+        """`XLA` and / or `NO_XLA`: the compilations timed under `backend` (JAX: XLA only)."""
+        return (XLA,) if backend != "tensorflow" else tuple(XLA if jit else NO_XLA for jit in self.jit_compile)
 
     def selected_cases(self) -> list[AttentionCase]:
         """The `ATTENTION_CASES` of `cases`, in the table's order."""
@@ -110,7 +126,9 @@ class AttentionSettings:
         return self.batch_size * self.num_heads * length * length * COMPUTE_BYTES[self.compute_dtype]
 
 
-QUICK_SETTINGS = AttentionSettings(lengths=(16,), batch_size=1, num_heads=2, key_dim=4, repeats=1, warmup=0)
+QUICK_SETTINGS = AttentionSettings(
+    lengths=(16,), batch_size=1, num_heads=2, key_dim=4, repeats=1, warmup=0, cross_backend=False
+)
 """A run of seconds (tests, a first look)."""
 
 
@@ -123,6 +141,7 @@ class Measurement:
         step_s: median seconds of one forward + backward step.
         temp_bytes, total_bytes: the compiled step's temporary bytes and its
             temp + argument + output bytes (JAX); None under TensorFlow.
+        compiler: `XLA` or `NO_XLA` (TensorFlow's `jit_compile=False`).
     """
 
     case: str
@@ -131,6 +150,7 @@ class Measurement:
     step_s: float
     temp_bytes: int | None
     total_bytes: int | None
+    compiler: str = XLA
 
 
 @dataclass(frozen=True)
@@ -157,6 +177,7 @@ class Comparison:
     attention_matrix_mib: float
     extra_temp_matrices: float | None
     extra_time_cores: float
+    compiler: str = XLA
 
     @property
     def memory_above_matrix(self) -> bool:
@@ -175,12 +196,23 @@ class AttentionBenchmark:
     backend: str
     device: str
     measurements: list[Measurement] = field(default_factory=list)
+    backends: list[Measurement] = field(default_factory=list)  # Keras' layer by backend: "backend, compiler" its case
 
-    def get(self, case: str, length: int, mask: str) -> Measurement:
-        return next(m for m in self.measurements if (m.case, m.length, m.mask) == (case, length, mask))
+    @property
+    def compilers(self) -> tuple[str, ...]:
+        return self.settings.compilers(self.backend)
 
-    def compare(self, case: str, length: int, mask: str) -> Comparison:
-        mine, keras_layer, core = (self.get(name, length, mask) for name in (case, KERAS, CORE))
+    def over_fastest(self, m: Measurement) -> float:
+        """A `backends` step over the fastest of them at its length and mask."""
+        same = [other.step_s for other in self.backends if (other.length, other.mask) == (m.length, m.mask)]
+        return m.step_s / min(same)
+
+    def get(self, case: str, length: int, mask: str, compiler: str = XLA) -> Measurement:
+        key = (case, length, mask, compiler)
+        return next(m for m in self.measurements if (m.case, m.length, m.mask, m.compiler) == key)
+
+    def compare(self, case: str, length: int, mask: str, compiler: str = XLA) -> Comparison:
+        mine, keras_layer, core = (self.get(name, length, mask, compiler) for name in (case, KERAS, CORE))
         matrix = self.settings.attention_matrix_bytes(length)
         has_memory = mine.total_bytes is not None
         return Comparison(
@@ -195,23 +227,26 @@ class AttentionBenchmark:
             attention_matrix_mib=matrix / 2**20,
             extra_temp_matrices=(mine.temp_bytes - keras_layer.temp_bytes) / matrix if has_memory else None,
             extra_time_cores=(mine.step_s - keras_layer.step_s) / core.step_s,
+            compiler=compiler,
         )
 
     def comparisons(self) -> list[Comparison]:
         """Every measurement against Keras' layer (Keras' layer and the core included), for the
         lengths and masks measured so far."""
-        settings, measured = self.settings, {(m.length, m.mask) for m in self.measurements}
+        settings, measured = self.settings, {(m.length, m.mask, m.compiler) for m in self.measurements}
         return [
-            self.compare(name, n, mask)
+            self.compare(name, n, mask, compiler)
+            for compiler in self.compilers
             for mask in settings.masks
             for n in settings.lengths
-            if (n, mask) in measured
-            for name in self.reference_names(n, mask) + [case.name for case in settings.selected_cases()]
+            if (n, mask, compiler) in measured
+            for name in self.reference_names(n, mask, compiler) + [case.name for case in settings.selected_cases()]
         ]
 
-    def reference_names(self, length: int, mask: str) -> list[str]:
+    def reference_names(self, length: int, mask: str, compiler: str = XLA) -> list[str]:
         """Keras' layer, its flash path where it was measured, the core."""
-        measured = {m.case for m in self.measurements if (m.length, m.mask) == (length, mask)}
+        key = (length, mask, compiler)
+        measured = {m.case for m in self.measurements if (m.length, m.mask, m.compiler) == key}
         return [name for name in (KERAS, KERAS_FLASH, CORE) if name in measured]
 
 
@@ -234,38 +269,33 @@ def _compile_jax(loss: Callable, params: list, x) -> CompiledStep:
     return CompiledStep(lambda: jax.block_until_ready(compiled(params, x)), temp, total)
 
 
-def _compile_tensorflow(loss: Callable, params: list, x) -> CompiledStep:
+def _fit_step(outputs_of: Callable, x, jit_compile: bool) -> CompiledStep:
+    """TensorFlow: `model.train_on_batch` of a Keras model `x -> outputs_of(x)` (the loss
+    `mean(output**2)`, an SGD update), its step compiled as `fit` compiles it, with or without XLA."""
+    inputs = keras.Input(batch_shape=tuple(x.shape))
+    model = keras.Model(inputs, outputs_of(inputs))
+    model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mean_squared_error", jit_compile=jit_compile)
+    target = np.zeros(model.output.shape, "float32")
+
+    def run() -> None:  # its loss returned as a NumPy number: the step has finished, on any device
+        model.train_on_batch(x, target)
+
     import tensorflow as tf
-
-    @tf.function(jit_compile=False)  # XLA made TensorFlow's steps slower on a CPU (docs/speed.md)
-    def step(params, x):
-        with tf.GradientTape() as tape:
-            tape.watch(params)
-            value = loss(params, x)
-        return value, tape.gradient(value, params)
-
-    def run() -> None:  # the results copied to the host: the step has finished, on any device
-        # a gathered weight's gradient is IndexedSlices (Shaw's tables): dense for the copy
-        tf.nest.map_structure(lambda t: tf.convert_to_tensor(t).numpy(), step(params, x))
 
     logger = tf.get_logger()
     level = logger.level
-    logger.setLevel("ERROR")  # not its warning that each layer's new step is traced
+    logger.setLevel("ERROR")  # not its warning that each model's new step is traced
     try:
-        run()  # traced here, not in the first timed run
+        run()  # traced and compiled here, not in the first timed run
     finally:
         logger.setLevel(level)
     return CompiledStep(run)
 
 
-def _compile(loss: Callable, params: list, x) -> CompiledStep:
-    """`value_and_grad(loss)(params, x)`, compiled for the backend."""
-    params = [ops.convert_to_tensor(p) for p in params]
-    return (_compile_jax if keras.backend.backend() == "jax" else _compile_tensorflow)(loss, params, x)
-
-
-def _layer_step(layer: keras.layers.MultiHeadAttention, x, causal: bool) -> CompiledStep:
+def _layer_step(layer: keras.layers.MultiHeadAttention, x, causal: bool, jit_compile: bool = True) -> CompiledStep:
     """The training step of self-attention `layer(x, x)`: gradient with respect to its trainable weights."""
+    if keras.backend.backend() == "tensorflow":
+        return _fit_step(lambda inputs: layer(inputs, inputs, use_causal_mask=causal), x, jit_compile)
     layer.build(tuple(x.shape), tuple(x.shape))
     non_trainable = [v.value for v in layer.non_trainable_variables]
 
@@ -273,42 +303,79 @@ def _layer_step(layer: keras.layers.MultiHeadAttention, x, causal: bool) -> Comp
         output, _ = layer.stateless_call(trainable, non_trainable, x, x, use_causal_mask=causal)
         return ops.mean(ops.square(ops.cast(output, "float32")))  # a mixed policy's loss in float32
 
-    return _compile(loss, [v.value for v in layer.trainable_variables], x)
+    return _compile_jax(loss, [ops.convert_to_tensor(v.value) for v in layer.trainable_variables], x)
 
 
-def _core_step(settings: AttentionSettings, length: int, causal: bool, rng: np.random.Generator) -> CompiledStep:
+def core_attention(query, key, value, causal: bool):
+    """`softmax(Q K^T / sqrt(d)) V` of `(batch, length, heads, d)` tensors, causal or not."""
+    scores = ops.einsum("bqhd,bkhd->bhqk", query, key) * (1.0 / math.sqrt(query.shape[-1]))
+    if causal:
+        length = query.shape[1]
+        rows, cols = ops.arange(length)[:, None], ops.arange(length)[None, :]
+        scores = ops.where(ops.greater_equal(rows, cols), scores, -1e9)
+    return ops.einsum("bhqk,bkhd->bqhd", ops.softmax(scores, axis=-1), value)
+
+
+class _CoreLayer(keras.layers.Layer):
+    """The attention core as a layer (TensorFlow's `fit` step): Q, K and V its weights, the
+    input (zeros) added to the queries, as a model needs an input."""
+
+    def __init__(self, qkv: list, causal: bool, **kwargs):
+        super().__init__(**kwargs)
+        self.qkv = [self.add_weight(shape=tuple(t.shape), initializer="zeros") for t in qkv]
+        for weight, value in zip(self.qkv, qkv):
+            weight.assign(value)
+        self.causal = causal
+
+    def call(self, zeros):
+        query, key, value = (ops.cast(w, self.compute_dtype) for w in self.qkv)
+        return core_attention(query + ops.cast(zeros, query.dtype), key, value, self.causal)
+
+
+def _core_step(
+    settings: AttentionSettings, length: int, causal: bool, rng: np.random.Generator, jit_compile: bool = True
+) -> CompiledStep:
     """The training step of `softmax(Q K^T / sqrt(d)) V` alone: gradient with respect to Q, K, V."""
     shape = (settings.batch_size, length, settings.num_heads, settings.key_dim)
-    qkv = [ops.cast(rng.normal(size=shape).astype("float32"), settings.compute_dtype) for _ in range(3)]
-    scale = 1.0 / math.sqrt(settings.key_dim)
+    qkv = [rng.normal(size=shape).astype("float32") for _ in range(3)]
+    if keras.backend.backend() == "tensorflow":
+        layer = _CoreLayer(qkv, causal, dtype=settings.dtype_policy)
+        return _fit_step(layer, ops.zeros(shape), jit_compile)
 
     def loss(qkv, x):
-        query, key, value = qkv
-        scores = ops.einsum("bqhd,bkhd->bhqk", query, key) * scale
-        if causal:
-            rows, cols = ops.arange(length)[:, None], ops.arange(length)[None, :]
-            scores = ops.where(ops.greater_equal(rows, cols), scores, -1e9)
-        output = ops.einsum("bhqk,bkhd->bqhd", ops.softmax(scores, axis=-1), value)
+        output = core_attention(*qkv, causal)
         return ops.mean(ops.square(ops.cast(output, "float32")))
 
-    return _compile(loss, qkv, ops.zeros(()))
+    return _compile_jax(loss, [ops.cast(t, settings.compute_dtype) for t in qkv], ops.zeros(()))
 
 
-def _steps(settings: AttentionSettings, length: int, causal: bool) -> dict[str, CompiledStep]:
-    """Keras' layer, the attention core and each case's layer at one length and mask, compiled."""
-    from convatt.layers import MultiHeadAttention
-
+def _inputs(settings: AttentionSettings, length: int):
+    """The random generator (`seed`), the batch `x` drawn from it and the layers' shape options."""
     rng = np.random.default_rng(settings.seed)
     features = settings.num_heads * settings.key_dim
     x = ops.convert_to_tensor(rng.normal(size=(settings.batch_size, length, features)).astype("float32"))
-    shape = dict(num_heads=settings.num_heads, key_dim=settings.key_dim, dtype=settings.dtype_policy)
-    steps = {KERAS: _layer_step(keras.layers.MultiHeadAttention(**shape), x, causal)}
+    return rng, x, dict(num_heads=settings.num_heads, key_dim=settings.key_dim, dtype=settings.dtype_policy)
+
+
+def keras_steps(settings: AttentionSettings, length: int, causal: bool, compiler: str = XLA) -> dict:
+    """Keras' layer's step alone (`{KERAS: step}`), as `_steps` makes it."""
+    _, x, shape = _inputs(settings, length)
+    return {KERAS: _layer_step(keras.layers.MultiHeadAttention(**shape), x, causal, compiler == XLA)}
+
+
+def _steps(settings: AttentionSettings, length: int, causal: bool, compiler: str = XLA) -> dict[str, CompiledStep]:
+    """Keras' layer, the attention core and each case's layer at one length and mask, compiled."""
+    from convatt.layers import MultiHeadAttention
+
+    rng, x, shape = _inputs(settings, length)
+    jit = compiler == XLA
+    steps = {KERAS: _layer_step(keras.layers.MultiHeadAttention(**shape), x, causal, jit)}
     if flash_possible(settings):
         steps.update(_flash_step(shape, x, causal))
-    steps[CORE] = _core_step(settings, length, causal, rng)
+    steps[CORE] = _core_step(settings, length, causal, rng, jit)
     for case in settings.selected_cases():
         layer = MultiHeadAttention(**shape, max_len=length, **case.options)
-        steps[case.name] = _layer_step(layer, x, causal)
+        steps[case.name] = _layer_step(layer, x, causal, jit)
     return steps
 
 
@@ -363,6 +430,8 @@ def check_settings(settings: AttentionSettings) -> None:
             raise ValueError(f"{name} must be at least 1; received {getattr(settings, name)}")
     if settings.dtype_policy not in DTYPE_POLICIES:
         raise ValueError(f"dtype_policy must be one of {', '.join(DTYPE_POLICIES)}; received {settings.dtype_policy}")
+    if not settings.jit_compile or not set(settings.jit_compile) <= {True, False}:
+        raise ValueError(f"jit_compile must be some of True, False; received {settings.jit_compile}")
     if settings.warmup < 0:
         raise ValueError(f"warmup must be at least 0; received {settings.warmup}")
     for name, allowed in (("masks", tuple(MASKS)), ("cases", CASE_KEYS)):
@@ -386,23 +455,34 @@ def run_attention_benchmark(
         f"{settings.num_heads} heads x {settings.key_dim}, {settings.dtype_policy}, forward + backward, "
         f"median of {settings.repeats} after {settings.warmup} untimed"
     )
-    for length in settings.lengths:
-        for mask in settings.masks:
-            start = time.perf_counter()
-            steps = _steps(settings, length, MASKS[mask])
-            compiled = time.perf_counter() - start
-            medians = _median_times(steps, settings.repeats, settings.warmup)
-            for name, step in steps.items():
-                result.measurements.append(
-                    Measurement(name, length, mask, medians[name], step.temp_bytes, step.total_bytes)
-                )
-            log(
-                f"  length {length:5d}, {mask}: compiled in {compiled:.0f} s, timed in "
-                f"{time.perf_counter() - start - compiled:.0f} s; Keras' layer {1e3 * medians[KERAS]:.1f} ms"
+    for compiler, length, mask in _grid(result):
+        start = time.perf_counter()
+        steps = _steps(settings, length, MASKS[mask], compiler)
+        compiled = time.perf_counter() - start
+        medians = _median_times(steps, settings.repeats, settings.warmup)
+        for name, step in steps.items():
+            result.measurements.append(
+                Measurement(name, length, mask, medians[name], step.temp_bytes, step.total_bytes, compiler)
             )
-            if measured is not None:
-                measured(result)
+        log(
+            f"  {compiler}, length {length:5d}, {mask}: compiled in {compiled:.0f} s, timed in "
+            f"{time.perf_counter() - start - compiled:.0f} s; Keras' layer {1e3 * medians[KERAS]:.1f} ms"
+        )
+        if measured is not None:
+            measured(result)
+    if settings.cross_backend:
+        from convatt.speed.cross_backend import measure_backends
+
+        result.backends = measure_backends(settings, log)
+        if measured is not None:
+            measured(result)
     return result
+
+
+def _grid(result: AttentionBenchmark) -> list[tuple[str, int, str]]:
+    """(compiler, length, mask) in the order measured."""
+    settings = result.settings
+    return [(c, n, mask) for c in result.compilers for n in settings.lengths for mask in settings.masks]
 
 
 def _cell(c: Comparison) -> str:
@@ -415,18 +495,18 @@ def _size(n_bytes: int) -> str:
     return f"{n_bytes / 2**20:.1f} MiB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:.1f} KiB"
 
 
-def _reference_rows(result: AttentionBenchmark, mask: str) -> list[list[str]]:
+def _reference_rows(result: AttentionBenchmark, mask: str, compiler: str = XLA) -> list[list[str]]:
     """Keras' layer's and the core's absolute figures, and one attention matrix's size, per length."""
     lengths = result.settings.lengths
     rows = []
-    measured = {length: result.reference_names(length, mask) for length in lengths}
+    measured = {length: result.reference_names(length, mask, compiler) for length in lengths}
     for name in dict.fromkeys(name for names in measured.values() for name in names):
         cells = []
         for length in lengths:
             if name not in measured[length]:
                 cells.append("-")
                 continue
-            m = result.get(name, length, mask)
+            m = result.get(name, length, mask, compiler)
             memory = "" if m.total_bytes is None else f" / {_size(m.total_bytes)}"
             cells.append(f"{1e3 * m.step_s:.1f} ms{memory}")
         rows.append([name, *cells])
@@ -434,8 +514,23 @@ def _reference_rows(result: AttentionBenchmark, mask: str) -> list[list[str]]:
     return [*rows, ["one attention matrix", *matrix]]
 
 
+def compilation(backend: str, compiler: str) -> str:
+    """How a step was compiled, in words: "JAX (jitted)", "TensorFlow with XLA (`jit_compile=True`)"..."""
+    if backend != "tensorflow":
+        return f"{BACKEND_NAMES.get(backend, backend)} (jitted)"
+    return f"TensorFlow {'with' if compiler == XLA else 'without'} XLA (`jit_compile={compiler == XLA}`)"
+
+
+BACKEND_NAMES = {"jax": "JAX", "tensorflow": "TensorFlow", "torch": "PyTorch"}
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *["| " + " | ".join(r) + " |" for r in rows]]
+
+
 def render_markdown(result: AttentionBenchmark) -> str:
-    """A table per mask (rows the modifications, columns the lengths), then the cost notes."""
+    """A table per compilation and mask (rows the modifications, columns the lengths), the cost
+    notes, then Keras' layer by backend where measured."""
     settings = result.settings
     legend = (
         "time / memory over Keras' layer / extra temporary memory over Keras' layer, in attention matrices"
@@ -443,23 +538,26 @@ def render_markdown(result: AttentionBenchmark) -> str:
         else "time over Keras' layer (memory: under JAX only)"
     )
     parts = []
-    for mask in settings.masks:
-        header = ["", *[str(length) for length in settings.lengths]]
-        rows = _reference_rows(result, mask)
-        rows += [
-            [case.name, *[_cell(result.compare(case.name, n, mask)) for n in settings.lengths]]
-            for case in settings.selected_cases()
-        ]
-        lines = [
-            f"{mask.capitalize()} self-attention, {settings.dtype_policy} (cells: {legend}):",
-            "",
-            "| " + " | ".join(header) + " |",
-            "|" + "---|" * len(header),
-            *["| " + " | ".join(row) + " |" for row in rows],
-        ]
-        parts.append("\n".join(lines))
+    for compiler in result.compilers:
+        for mask in settings.masks:
+            rows = _reference_rows(result, mask, compiler)
+            rows += [
+                [case.name, *[_cell(result.compare(case.name, n, mask, compiler)) for n in settings.lengths]]
+                for case in settings.selected_cases()
+            ]
+            how = compilation(result.backend, compiler)
+            title = f"{mask.capitalize()} self-attention, {settings.dtype_policy}, {how}"
+            parts.append("\n".join([f"{title} (cells: {legend}):", "", *_table(_header(settings), rows)]))
     parts.append("\n".join(cost_notes(result)))
+    if result.backends:
+        from convatt.speed.cross_backend import render_backends
+
+        parts.append(render_backends(result))
     return "\n\n".join(parts) + "\n"
+
+
+def _header(settings: AttentionSettings) -> list[str]:
+    return ["", *[str(length) for length in settings.lengths]]
 
 
 def _cost_note(case: str, mask: str, rows: list[Comparison]) -> str | None:
@@ -488,21 +586,27 @@ def cost_notes(result: AttentionBenchmark) -> list[str]:
     """Per modification and mask: the lengths where it costs more than the attention matrix itself
     ("none", Keras' own computation, only shows the timing noise in the table)."""
     notes = ["Where a modification costs more than the attention matrix itself:"]
-    for case in result.settings.selected_cases():
-        for mask in result.settings.masks if case.options else ():
-            rows = [result.compare(case.name, n, mask) for n in result.settings.lengths]
-            note = _cost_note(case.name, mask, rows)
-            notes += [note] if note else []
+    for compiler in result.compilers:
+        for case in result.settings.selected_cases():
+            for mask in result.settings.masks if case.options else ():
+                rows = [result.compare(case.name, n, mask, compiler) for n in result.settings.lengths]
+                note = _cost_note(case.name, mask if len(result.compilers) == 1 else f"{mask}, {compiler}", rows)
+                notes += [note] if note else []
     return notes if len(notes) > 1 else [*notes, "- none"]
 
 
 def write_csv(result: AttentionBenchmark, path: str | Path) -> None:
     """One row per layer, length and mask: the `Comparison` fields and the run's settings."""
     rows = [asdict(c) for c in result.comparisons()]
+    rows += [
+        {"case": m.case, "length": m.length, "mask": m.mask, "step_ms": 1e3 * m.step_s, "compiler": m.compiler}
+        | {"time_ratio": result.over_fastest(m)}
+        for m in result.backends
+    ]
     settings = asdict(result.settings)
-    settings.update({name: " ".join(map(str, settings[name])) for name in ("lengths", "masks", "cases")})
+    settings.update({n: " ".join(map(str, settings[n])) for n in ("lengths", "masks", "cases", "jit_compile")})
     extra = {"backend": result.backend, "device": result.device, **settings}
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[*rows[0], *extra])
+        writer = csv.DictWriter(f, fieldnames=[*rows[0], *extra], restval="")
         writer.writeheader()
         writer.writerows({**row, **extra} for row in rows)
