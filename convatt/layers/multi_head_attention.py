@@ -17,7 +17,8 @@ from convatt.layers._utils import (
     keep_mask,
     padded_key_rows,
 )
-from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, ModifiedAttention
+from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS
+from convatt.layers.modified_attention import ModifiedAttention
 
 
 @dataclass(frozen=True)

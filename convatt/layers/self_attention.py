@@ -14,7 +14,8 @@ import keras
 from keras import ops
 
 from convatt.layers._utils import combine_attention_masks, per_head_initializer
-from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, STAGES, Modification, ModifiedAttention
+from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, STAGES, Modification
+from convatt.layers.modified_attention import ModifiedAttention
 
 __all__ = ["MODIFICATIONS", "MODIFICATION_OPTIONS", "STAGES", "Modification", "SelfAttention"]
 

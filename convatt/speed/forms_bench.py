@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from convatt.layers.modifications import ModifiedAttention
+from convatt.layers.modified_attention import ModifiedAttention
 from convatt.model.variants import VARIANTS
 from convatt.speed.bench import _step, _synthetic_setup, _tagger
 from convatt.training import interrupt

@@ -161,7 +161,7 @@ def copy_source_weights(model, source_model, causal: bool) -> None:
     path; a ConvattError where a weight has no place or another shape, or where `model` has a
     weight that is neither `source_model`'s nor a modification's."""
     from convatt.layers.conversion import start_as_identity
-    from convatt.layers.modifications import ModifiedAttention
+    from convatt.layers.modified_attention import ModifiedAttention
 
     attention = [layer for layer in model._flatten_layers() if isinstance(layer, ModifiedAttention)]
     for layer in attention:
