@@ -85,6 +85,9 @@ class AttentionContext:
             attend as Keras' layer makes them (`masked_softmax` keeps their whole rows:
             a row with no key left is uniform), each modification applied to them; the
             convolutions read them as zero rows, so that no real row reads a pad.
+        rematerialized: computed inside `keras.remat` (a block of `blocked_attention`): no
+            custom gradient that closes over the context's tensors (`jax.checkpoint` traces
+            the block again, and a closure would hold the first trace's values).
     """
 
     query: Any
@@ -94,6 +97,7 @@ class AttentionContext:
     weights: Any = None
     pads: Any = None
     positions: Any = None
+    rematerialized: bool = False
 
 
 def attention_context(query, keep, causal: bool, pads=None) -> AttentionContext:
@@ -613,7 +617,8 @@ class ModifiedAttention:
         """`_attention_maps` from the output of the `scores` stage on (cached decoding adds
         that stage's terms itself, for query rows at other positions)."""
         scores = self._apply("logits", scores, context)
-        softmax = lean_masked_softmax if self._lean_core else masked_softmax
+        lean = self._lean_core and not context.rematerialized  # its gradient closes over the masks
+        softmax = lean_masked_softmax if lean else masked_softmax
         attention = softmax(scores, context.keep, context.pads)  # float32 in, float32 out
         weights = self._apply("weights", attention, context)
         return attention, self._apply("attention", weights, context)
