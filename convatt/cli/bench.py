@@ -104,7 +104,25 @@ def _bench_forms(args) -> None:
     run_forms_benchmark(args.forms, args.preset, args.quick, **options)
 
 
+def _bench_blocked(args) -> None:
+    """`--blocked`: the attention in blocks of queries against the whole matrix and Keras' layer."""
+    wrong = [n for n in ("masks", "batch_size", "heads", "key_dim", "warmup", "out") if getattr(args, n) is not None]
+    if args.attention or args.forms is not None or wrong:
+        given = "attention" if args.attention else "forms" if args.forms is not None else wrong[0]
+        raise ConvattError(f"--{given.replace('_', '-')} is not an option of --blocked")
+    load_backend(args.debug)
+    from convatt.speed.blocked_bench import BlockedSettings, render_markdown, run_blocked_benchmark
+
+    given = {"lengths": args.lengths, "cases": args.cases, "repeats": args.repeats, "block": args.block}
+    settings = dataclasses.replace(BlockedSettings(), **{k: tuple(v) if isinstance(v, list) else v
+                                                         for k, v in given.items() if v is not None})  # fmt: skip
+    print(render_markdown(run_blocked_benchmark(settings), settings), end="")
+
+
 def cmd_bench(args) -> None:
+    if args.blocked:
+        _bench_blocked(args)
+        return
     _check_options(args)
     if args.attention:
         _bench_attention(args)
@@ -151,6 +169,14 @@ def add_command(sub) -> None:
     )
     _add_attention_options(p)
     _add_forms_options(p)
+    g = p.add_argument_group(
+        "--blocked",
+        "one training step of one layer at long context: convatt's MultiHeadAttention in blocks of queries "
+        "(query_block) against the whole matrix and Keras' layer, planned memory (JAX) and time; "
+        "--lengths, --cases and --repeats apply",
+    )
+    g.add_argument("--blocked", action="store_true", help="benchmark the blocked attention")
+    g.add_argument("--block", type=int, help="queries per block (default: 256)")
     p.set_defaults(func=cmd_bench)
 
 

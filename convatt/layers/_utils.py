@@ -164,9 +164,10 @@ def upstream_gradient(args: tuple, upstream=None):
 
 def lean_masked_softmax(scores, keep=None, pads=None):
     """`masked_softmax` (the same values) with a gradient that reads its output alone:
-    `y * (g - sum(y * g))` (0 for a masked score, as autodiff's). Autodiff's let XLA keep the exponentials and the row sums instead
-    of the weights, and on a CPU its fused backward pass took the causal mask and the sums
-    as whole matrices: one or two attention matrices more at the peak."""
+    `y * (g - sum(y * g))` (0 for a masked score, as autodiff's). Autodiff's let XLA keep the
+    exponentials and the row sums instead of the weights, and on a CPU its fused backward pass
+    took the causal mask and the sums as whole matrices: one or two attention matrices more at
+    the peak."""
 
     @keras.ops.custom_gradient
     def softmax(scores):
