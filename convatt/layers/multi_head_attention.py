@@ -291,7 +291,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             )  # fmt: skip
         masks = (query_mask, value_mask, key_mask, attention_mask)
         call = self._call_facts(masks, use_causal_mask, self_attention)
-        if self._blocks_pay(query, return_attention_scores):
+        if self._blocks_pay(query, return_attention_scores, masks):
             call = replace(call, blocks=key_masks(*masks, causal=call.causal, **_mask_facts(call)))
             mask = None  # made block by block
         else:
@@ -310,13 +310,16 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 self._warn_query_pads_unknown()
         return call
 
-    def _blocks_pay(self, query, return_attention_scores: bool) -> bool:
+    def _blocks_pay(self, query, return_attention_scores: bool, masks: tuple) -> bool:
         """Whether this call's modified attention is computed in blocks of `query_block` queries: a
         known query length longer than a block, no attention matrix asked for, Keras' own masks
-        (no sliding window) and `_compute_attention`."""
-        length = query.shape[1]
+        (no sliding window; not a per-head `attention_mask` beside padding masks, which Keras' layer
+        broadcasts over the heads) and `_compute_attention`."""
+        length, attention_mask = query.shape[1], masks[3]
+        per_head = attention_mask is not None and len(attention_mask.shape) == 4
         return (
-            self.query_block is not None
+            not (per_head and any(m is not None for m in masks[:3]))
+            and self.query_block is not None
             and not self._attention_is_keras
             and not return_attention_scores
             and isinstance(length, int)
