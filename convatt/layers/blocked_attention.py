@@ -108,10 +108,43 @@ def blocked_attention(layer, query, key, value, masks: BlockMasks, training=None
     for start in block_starts(query_len, layer.query_block):
         stop = min(start + layer.query_block, query_len)
         rows = Slab(start, stop, max(start - before, 0), min(stop + after, query_len))
+        slab = query[:, rows.first : rows.last]
+        if outputs:  # after the block before, in both passes: one block's matrices at a time
+            slab = slab + ops.cast(0.0, slab.dtype) * ops.cast(outputs[-1][:1, :1, :1, :1], slab.dtype)
         # the block's masks are made inside: kept for the backward pass, they would add up to a whole matrix
-        compute = keras.remat(lambda q, k, v, rows=rows: _block(layer, q, k, v, rows, facts, training))
-        outputs.append(compute(query[:, rows.first : rows.last], key, value))
+        compute = lambda q, k, v, rows=rows: _block(layer, q, k, v, rows, facts, training)  # noqa: E731
+        outputs.append(rematerialized(layer, compute, (slab, key, value)))
     return outputs[0] if len(outputs) == 1 else ops.concatenate(outputs, axis=1)
+
+
+def rematerialized(layer, compute, args: tuple):
+    """`compute(*args)` (a function of tensors and `layer`'s weights), its intermediates not kept:
+    recomputed in the backward pass. `keras.remat`, but under JAX the recomputation is made to
+    wait for the output's gradient: XLA drops `jax.checkpoint`'s optimisation barriers on a CPU,
+    and common-subexpression elimination then merged the recomputation with the forward pass
+    (every block's matrices kept: the whole matrix's memory)."""
+    if keras.backend.backend() != "jax":
+        return keras.remat(compute)(*args)
+    import jax
+
+    variables = layer.variables
+
+    def pure(args, values):
+        with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+            return compute(*args)
+
+    @jax.custom_vjp
+    def run(args, values):
+        return pure(args, values)
+
+    def backward(saved, upstream):
+        args, values = saved
+        anchor = upstream[:1, :1, :1, :1]
+        args = tuple(x + ops.cast(0.0 * anchor, x.dtype) for x in args)  # made after the gradient is
+        return jax.vjp(pure, args, values)[1](upstream)
+
+    run.defvjp(lambda args, values: (pure(args, values), (args, values)), backward)
+    return run(tuple(args), [v.value for v in variables])
 
 
 @dataclass(frozen=True)

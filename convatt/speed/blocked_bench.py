@@ -37,7 +37,7 @@ class BlockedSettings:
     num_heads: int = 4
     key_dim: int = 32
     repeats: int = 1
-    memory_limit: int = 12 * 2**30
+    memory_limit: int = 6 * 2**30
     seed: int = 0
 
 
