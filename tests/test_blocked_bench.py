@@ -21,7 +21,7 @@ def test_a_tiny_run_measures_each_way_and_renders_its_table():
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the compiled step's memory analysis is JAX's")
 @pytest.mark.parametrize("case", ["conv2d", "mta"])
 def test_blocks_plan_a_fraction_of_the_whole_matrix_temporaries(case):
-    """Blocks of 64 of 1,024 queries: the planned temporaries under half the whole matrix path's (at 1,024 about 0.4x)."""
+    """Blocks of 64 of 1,024 queries: planned temporaries under half the whole matrix path's (about 0.4x)."""
     settings = BlockedSettings(lengths=(1024,), cases=(case,), block=64, memory_limit=0)  # planned, not run
     (row,) = run_blocked_benchmark(settings, measured=lambda row: None)
     assert row.seconds == {}
