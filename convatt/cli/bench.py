@@ -114,6 +114,8 @@ def _bench_blocked(args) -> None:
     from convatt.speed.blocked_bench import BlockedSettings, render_markdown, run_blocked_benchmark
 
     given = {"lengths": args.lengths, "cases": args.cases, "repeats": args.repeats, "block": args.block}
+    if args.run_below is not None:
+        given["memory_limit"] = int(args.run_below * 2**30)
     settings = dataclasses.replace(BlockedSettings(), **{k: tuple(v) if isinstance(v, list) else v
                                                          for k, v in given.items() if v is not None})  # fmt: skip
     print(render_markdown(run_blocked_benchmark(settings), settings), end="")
@@ -177,6 +179,12 @@ def add_command(sub) -> None:
     )
     g.add_argument("--blocked", action="store_true", help="benchmark the blocked attention")
     g.add_argument("--block", type=int, help="queries per block (default: 256)")
+    g.add_argument(
+        "--run-below",
+        type=float,
+        metavar="GIB",
+        help="run (time) only the steps whose planned temporaries are below this many GiB (default: 6; 0: plan only)",
+    )
     p.set_defaults(func=cmd_bench)
 
 
