@@ -30,6 +30,9 @@ ATTENTION_OPTIONS = {  # option -> AttentionSettings field
 
 def _check_options(args) -> None:
     """Options of the other benchmarks are refused, not ignored."""
+    blocked_only = [n for n in ("block", "run_below") if getattr(args, n) is not None]
+    if blocked_only:
+        raise ConvattError(f"--{blocked_only[0].replace('_', '-')} is an option of --blocked")
     if args.forms is not None:
         given = [n for n, default in TAGGER_DEFAULTS.items() if n != "preset" and getattr(args, n) != default]
         given += [n for n in (*ATTENTION_OPTIONS, "out") if n != "repeats" and getattr(args, n) is not None]
@@ -171,6 +174,11 @@ def add_command(sub) -> None:
     )
     _add_attention_options(p)
     _add_forms_options(p)
+    _add_blocked_options(p)
+    p.set_defaults(func=cmd_bench)
+
+
+def _add_blocked_options(p) -> None:
     g = p.add_argument_group(
         "--blocked",
         "one training step of one layer at long context: convatt's MultiHeadAttention in blocks of queries "
@@ -185,7 +193,6 @@ def add_command(sub) -> None:
         metavar="GIB",
         help="run (time) only the steps whose planned temporaries are below this many GiB (default: 6; 0: plan only)",
     )
-    p.set_defaults(func=cmd_bench)
 
 
 def _add_forms_options(p) -> None:
