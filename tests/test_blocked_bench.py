@@ -26,3 +26,21 @@ def test_blocks_plan_a_fraction_of_the_whole_matrix_temporaries(case):
     (row,) = run_blocked_benchmark(settings, measured=lambda row: None)
     assert row.seconds == {}
     assert row.temp_bytes["blocked"] < row.temp_bytes["whole"] / 2, row.temp_bytes
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--blocked", "--masks", "causal"], "--masks is not an option of --blocked"),
+        (["--blocked", "--attention"], "--attention is not an option of --blocked"),
+        (["--attention", "--block", "64"], "--block is an option of --blocked"),
+        (["--run-below", "1"], "--run-below is an option of --blocked"),
+    ],
+)
+def test_options_of_other_benchmarks_are_refused(args, message, capsys):
+    from convatt.cli import main
+
+    code = main(["bench", *args])
+    stderr = capsys.readouterr().err
+    assert code == 2 and message in stderr, stderr
+    assert "Traceback" not in stderr
