@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from convatt.layers import MultiHeadAttention
+from convatt.speed import blocked_bench
 from tests.test_layers_modification_table import row_options as table_rows
 
 B, T, D, H = 2, 11, 8, 2
@@ -160,3 +161,14 @@ def test_query_block_round_trips_and_the_cache_path_is_unaffected(inputs, tmp_pa
 def test_a_bad_query_block_is_refused_by_name(value):
     with pytest.raises(ValueError, match="query_block"):
         MultiHeadAttention(2, 4, attention_conv="2d", query_block=value)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the compiled step's memory analysis is JAX's")
+@pytest.mark.slow  # XLA compiles three steps at 1,024 tokens
+@pytest.mark.parametrize("case", ["conv2d", "mta"])
+def test_blocks_plan_a_fraction_of_the_whole_matrix_temporaries(case):
+    """Blocks of 64 of 1,024 queries: planned temporaries under half the whole matrix path's (about 0.4x)."""
+    settings = blocked_bench.BlockedSettings(lengths=(1024,), cases=(case,), block=64, memory_limit=0)  # plans only
+    (row,) = blocked_bench.run_blocked_benchmark(settings, measured=lambda row: None)
+    assert row.seconds == {}
+    assert row.temp_bytes["blocked"] < row.temp_bytes["whole"] / 2, row.temp_bytes
