@@ -18,14 +18,14 @@ CONV_AFTER = {"attention_conv": "2d", "conv_kernel_size": (2, 3)}
 CONV_BEFORE = {"attention_conv": "1d", "conv_before_softmax": True, "conv_kernel_size": 2}
 
 
-def row_options() -> list:
+def row_options(max_len: int = T, conv_after: dict = CONV_AFTER, conv_before: dict = CONV_BEFORE) -> list:
     """`(id, options)`: each row alone, and beside each convolution (a row's terms then reach
     other rows' through the taps)."""
     cases = []
     for row in MODIFICATIONS:
-        alone = {**row.example_options(), "max_len": T}
+        alone = {**row.example_options(), "max_len": max_len}
         cases.append(pytest.param(alone, id=row.name))
-        for name, conv in (("conv-after", CONV_AFTER), ("conv-before", CONV_BEFORE)):
+        for name, conv in (("conv-after", conv_after), ("conv-before", conv_before)):
             if row.name != "attention_conv":
                 cases.append(pytest.param({**alone, **conv}, id=f"{row.name}+{name}", marks=pytest.mark.slow))
     return cases

@@ -33,6 +33,9 @@ ATTENTION_OPTIONS = {  # option -> AttentionSettings field
 
 def _check_options(args) -> None:
     """Options of the other benchmarks are refused, not ignored."""
+    blocked_only = [n for n in ("block", "run_below") if getattr(args, n) is not None]
+    if blocked_only:
+        raise ConvattError(f"--{blocked_only[0].replace('_', '-')} is an option of --blocked")
     if args.forms is not None:
         given = [n for n, default in TAGGER_DEFAULTS.items() if n != "preset" and getattr(args, n) != default]
         given += [n for n in (*ATTENTION_OPTIONS, "out") if n != "repeats" and getattr(args, n) is not None]
@@ -109,7 +112,27 @@ def _bench_forms(args) -> None:
     run_forms_benchmark(args.forms, args.preset, args.quick, **options)
 
 
+def _bench_blocked(args) -> None:
+    """`--blocked`: the attention in blocks of queries against the whole matrix and Keras' layer."""
+    wrong = [n for n in ("masks", "batch_size", "heads", "key_dim", "warmup", "out") if getattr(args, n) is not None]
+    if args.attention or args.forms is not None or wrong:
+        given = "attention" if args.attention else "forms" if args.forms is not None else wrong[0]
+        raise ConvattError(f"--{given.replace('_', '-')} is not an option of --blocked")
+    load_backend(args.debug)
+    from convatt.speed.blocked_bench import BlockedSettings, render_markdown, run_blocked_benchmark
+
+    given = {"lengths": args.lengths, "cases": args.cases, "repeats": args.repeats, "block": args.block}
+    if args.run_below is not None:
+        given["memory_limit"] = int(args.run_below * 2**30)
+    settings = dataclasses.replace(BlockedSettings(), **{k: tuple(v) if isinstance(v, list) else v
+                                                         for k, v in given.items() if v is not None})  # fmt: skip
+    print(render_markdown(run_blocked_benchmark(settings), settings), end="")
+
+
 def cmd_bench(args) -> None:
+    if args.blocked:
+        _bench_blocked(args)
+        return
     _check_options(args)
     if args.attention:
         _bench_attention(args)
@@ -156,7 +179,25 @@ def add_command(sub) -> None:
     )
     _add_attention_options(p)
     _add_forms_options(p)
+    _add_blocked_options(p)
     p.set_defaults(func=cmd_bench)
+
+
+def _add_blocked_options(p) -> None:
+    g = p.add_argument_group(
+        "--blocked",
+        "one training step of one layer at long context: convatt's MultiHeadAttention in blocks of queries "
+        "(query_block) against the whole matrix and Keras' layer, planned memory (JAX) and time; "
+        "--lengths, --cases and --repeats apply",
+    )
+    g.add_argument("--blocked", action="store_true", help="benchmark the blocked attention")
+    g.add_argument("--block", type=int, help="queries per block (default: 256)")
+    g.add_argument(
+        "--run-below",
+        type=float,
+        metavar="GIB",
+        help="run (time) only the steps whose planned temporaries are below this many GiB (default: 6; 0: plan only)",
+    )
 
 
 def _add_forms_options(p) -> None:

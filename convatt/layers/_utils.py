@@ -178,9 +178,10 @@ def upstream_gradient(args: tuple, upstream=None):
 
 def lean_masked_softmax(scores, keep=None, pads=None):
     """`masked_softmax` (the same values) with a gradient that reads its output alone:
-    `y * (g - sum(y * g))`. Autodiff's let XLA keep the exponentials and the row sums instead
-    of the weights, and on a CPU its fused backward pass took the causal mask and the sums
-    as whole matrices: one or two attention matrices more at the peak."""
+    `y * (g - sum(y * g))` (0 for a masked score, as autodiff's). Autodiff's let XLA keep the
+    exponentials and the row sums instead of the weights, and on a CPU its fused backward pass
+    took the causal mask and the sums as whole matrices: one or two attention matrices more at
+    the peak."""
 
     @keras.ops.custom_gradient
     def softmax(scores):
@@ -189,7 +190,11 @@ def lean_masked_softmax(scores, keep=None, pads=None):
         def gradient(*args, upstream=None):
             upstream = upstream_gradient(args, upstream)
             weighted = weights * upstream
-            return weighted - weights * keras.ops.sum(weighted, axis=-1, keepdims=True)
+            grad = weighted - weights * keras.ops.sum(weighted, axis=-1, keepdims=True)
+            if pads is None:
+                return grad  # a masked score's weight is 0: so is its gradient
+            # a padded row with no key left is uniform over scores the mask replaced: no gradient
+            return keras.ops.where(keep, grad, keras.ops.zeros_like(grad))
 
         return weights, gradient
 

@@ -82,6 +82,9 @@ class AttentionContext:
             attend as Keras' layer makes them (`masked_softmax` keeps their whole rows:
             a row with no key left is uniform), each modification applied to them; the
             convolutions read them as zero rows, so that no real row reads a pad.
+        rematerialized: computed inside `keras.remat` (a block of `blocked_attention`): no
+            custom gradient that closes over the context's tensors (`jax.checkpoint` traces
+            the block again, and a closure would hold the first trace's values).
     """
 
     query: Any
@@ -91,6 +94,7 @@ class AttentionContext:
     weights: Any = None
     pads: Any = None
     positions: Any = None
+    rematerialized: bool = False
 
 
 def attention_context(query, keep, causal: bool, pads=None) -> AttentionContext:

@@ -188,7 +188,8 @@ class ModifiedAttention:
         """`_attention_maps` from the output of the `scores` stage on (cached decoding adds
         that stage's terms itself, for query rows at other positions)."""
         scores = self._apply("logits", scores, context)
-        softmax = lean_masked_softmax if self._lean_core else masked_softmax
+        lean = self._lean_core and not context.rematerialized  # its gradient closes over the masks
+        softmax = lean_masked_softmax if lean else masked_softmax
         attention = softmax(scores, context.keep, context.pads)  # float32 in, float32 out
         weights = self._apply("weights", attention, context)
         return attention, self._apply("attention", weights, context)

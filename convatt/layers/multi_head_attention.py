@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import keras
 from keras import ops
 
 from convatt.layers import attention_cache
+from convatt.layers._options import is_int
 from convatt.layers._utils import (
     batched_attention_mask,
     causal_keep,
@@ -17,6 +18,7 @@ from convatt.layers._utils import (
     keep_mask,
     padded_key_rows,
 )
+from convatt.layers.blocked_attention import BlockMasks, blocked_attention, key_masks
 from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS
 from convatt.layers.modified_attention import ModifiedAttention
 
@@ -32,11 +34,14 @@ class AttentionCall:
             or the query and the value one tensor): a padded key's query is a pad too.
         masked: a padding or attention mask was given (`query_mask`, `value_mask`,
             `key_mask`, `attention_mask`, or the inputs' Keras masks).
+        blocks: the call's masks as given, where the attention is computed in blocks of
+            queries (`query_block`; `convatt.layers.blocked_attention`); None: the whole matrix.
     """
 
     causal: bool = False
     self_attention: bool = False
     masked: bool = False
+    blocks: BlockMasks | None = None
 
 
 WEIGHT_ORDERS = ("keras", "modifications_first")
@@ -123,6 +128,13 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         take is a ValueError naming it:
         max_len: int >= 1 or None. Longest query / key length, for the
             modifications with weights per position only.
+        query_block: int >= 1 or None. With a modification on, compute the attention
+            in blocks of this many queries (each with the rows its convolution reads),
+            each block's matrices made, used and discarded, and recomputed in the
+            backward pass: memory `O(query_block * key_len)` instead of
+            `O(query_len * key_len)`, the same outputs and gradients to float rounding
+            (`convatt.layers.blocked_attention`). Taken where the query length is
+            known and longer than a block and the attention matrix is not asked for.
     Call arguments:
         query: `(batch_size, query_len, query_dim)`.
         value: `(batch_size, key_len, value_dim_in)`.
@@ -181,6 +193,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         max_len: int | None = None,
         temperature: bool = False,
         weight_order: str = "keras",
+        query_block: int | None = None,
         **kwargs,
     ):
         options = {name: kwargs.pop(name) for name in MODIFICATION_OPTIONS if name in kwargs}
@@ -188,6 +201,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         if weight_order not in WEIGHT_ORDERS:
             raise ValueError(f"weight_order takes one of {WEIGHT_ORDERS}; received {weight_order!r}.")
         self.weight_order = weight_order
+        self.query_block = check_query_block(query_block)
         self._init_modifications({**options, "temperature": temperature}, max_len)
         if self._modified and self._flash_attention:
             raise ValueError(
@@ -279,7 +293,11 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             )  # fmt: skip
         masks = (query_mask, value_mask, key_mask, attention_mask)
         call = self._call_facts(masks, use_causal_mask, self_attention)
-        mask = self._call_mask(query, value, masks, call)
+        if self._blocks_pay(query, return_attention_scores, masks):
+            call = replace(call, blocks=key_masks(*masks, causal=call.causal, **_mask_facts(call)))
+            mask = None  # made block by block
+        else:
+            mask = self._call_mask(query, value, masks, call)
         key = value if key is None else key
         output, attention = self._attend(query, value, key, mask, training, return_attention_scores, call)
         return (output, attention) if return_attention_scores else output
@@ -293,6 +311,24 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             if query_mask is None and attention_mask is None:
                 self._warn_query_pads_unknown()
         return call
+
+    def _blocks_pay(self, query, return_attention_scores: bool, masks: tuple) -> bool:
+        """Whether this call's modified attention is computed in blocks of `query_block` queries: a
+        known query length longer than a block, no attention matrix asked for, Keras' own masks
+        (no sliding window; not a per-head `attention_mask` beside padding masks, which Keras' layer
+        broadcasts over the heads) and `_compute_attention`."""
+        length, attention_mask = query.shape[1], masks[3]
+        per_head = attention_mask is not None and len(attention_mask.shape) == 4
+        return (
+            not (per_head and any(m is not None for m in masks[:3]))
+            and self.query_block is not None
+            and not self._attention_is_keras
+            and not return_attention_scores
+            and isinstance(length, int)
+            and length > self.query_block
+            and self._sliding_window is None
+            and not self._overrides_compute_attention
+        )
 
     def compute_output_spec(self, query, value, *args, self_attention=None, **kwargs):
         return super().compute_output_spec(query, value, *args, **kwargs)  # Keras' (no `self_attention`)
@@ -368,6 +404,8 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         `call` knows of it (the causal flag, self-attention, whether masks were given)."""
         call = call or AttentionCall(bool(use_causal_mask))
         query, key, value = self._projected(query, key, value)  # the temperature, if on
+        if call.blocks is not None:
+            return blocked_attention(self, query, key, value, call.blocks, training), None
         keras_path = not self._modified or (attention_mask is None and not return_attention_scores)
         if self._attention_is_keras and keras_path:
             extra = {"use_causal_mask": True} if use_causal_mask else {}
@@ -398,5 +436,23 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update({"weight_order": self.weight_order, **self._modification_config()})
+        config.update(
+            {"weight_order": self.weight_order, "query_block": self.query_block, **self._modification_config()}
+        )
         return config
+
+
+def check_query_block(query_block) -> int | None:
+    """`query_block` as an int >= 1, or None; a ValueError naming it for anything else."""
+    if query_block is None:
+        return None
+    if not is_int(query_block) or query_block < 1:
+        raise ValueError(
+            f"query_block takes None (the whole attention matrix) or an int >= 1 (queries per block); "
+            f"received {query_block!r}."
+        )
+    return int(query_block)
+
+
+def _mask_facts(call: AttentionCall) -> dict[str, bool]:
+    return {"masked": call.masked, "self_attention": call.self_attention}
