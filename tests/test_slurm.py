@@ -363,6 +363,56 @@ def job_field(job_id: str, field: str, env: dict) -> str:
     return match.group(1) if match else ""
 
 
+def running_job_pids(job: str, env: dict) -> list[int]:
+    """The pids `scontrol listpids` gives for a job once its batch script runs (at most 60 s)."""
+    deadline = time.monotonic() + 60
+    while (pids := subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True, env=env)).returncode:
+        assert time.monotonic() < deadline, pids.stdout + pids.stderr
+        time.sleep(0.5)
+    return [int(line.split()[0]) for line in pids.stdout.splitlines()[1:] if line.split()[0].isdigit()]
+
+
+def up_to_stepd(pid: int) -> list[int]:
+    """The process and its ancestors up to its slurmstepd; only itself if no stepd is above it."""
+    chain = []
+    while pid > 1 and Path(f"/proc/{pid}/stat").exists():
+        chain.append(pid)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat[stat.index("(") + 1 : stat.rindex(")")] == "slurmstepd":
+            return chain
+        pid = int(stat[stat.rindex(")") + 2 :].split()[1])  # the parent's pid
+    return chain[:1]
+
+
+def kill_with_their_stepd(pids: list[int]) -> None:
+    """SIGKILL these processes and their slurmstepd (as a machine going down would), then wait
+    until they are gone: a stepd left alive would still answer for them."""
+    doomed = {ancestor for pid in pids for ancestor in up_to_stepd(pid)}
+    for pid in doomed:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:  # ended already: what we want
+            pass
+    deadline = time.monotonic() + 30
+    while alive := [
+        pid
+        for pid in doomed
+        if (Path(f"/proc/{pid}/stat").exists() and " Z " not in Path(f"/proc/{pid}/stat").read_text())
+    ]:
+        assert time.monotonic() < deadline, f"still alive after SIGKILL: {alive}"
+        time.sleep(0.2)
+
+
+def cluster_state(job: str, state: Path, env: dict) -> str:
+    """What a failed requeue check prints: the queue, the job's pids and the controller's log."""
+    shown = [
+        subprocess.run(command, capture_output=True, text=True, env=env)
+        for command in (["squeue", "-o", "%A %T %S"], ["scontrol", "listpids", job])
+    ]
+    log = (state / "slurmctld.log").read_text().splitlines()[-15:] if (state / "slurmctld.log").exists() else []
+    return "\n".join([*(c.stdout + c.stderr for c in shown), *log])
+
+
 @needs_root_slurm
 def test_a_job_whose_processes_died_with_the_daemons_is_requeued_at_start(tmp_path):
     """The machine went down (here: the daemons stopped, the job's processes killed): the saved
@@ -378,25 +428,14 @@ def test_a_job_whose_processes_died_with_the_daemons_is_requeued_at_start(tmp_pa
             env=conf_env,
             check=True,
         ).stdout.strip()
-        deadline = time.monotonic() + 60
-        while (
-            pids := subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True, env=conf_env)
-        ).returncode != 0:
-            assert time.monotonic() < deadline, pids.stdout + pids.stderr
-            time.sleep(0.5)
-        job_pids = [int(line.split()[0]) for line in pids.stdout.splitlines()[1:] if line.split()[0].isdigit()]
-        stepd_pids = {int(Path(f"/proc/{pid}/stat").read_text().split()[3]) for pid in job_pids}  # parents
+        job_pids = running_job_pids(job, conf_env)
         assert slurm_local(state, port, "stop").returncode == 0
-        for pid in [*job_pids, *stepd_pids]:
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:  # ended already (the shell of --wrap, under load): what we want
-                pass
+        kill_with_their_stepd(job_pids)
         assert job_field(job, "JobState", conf_env) == ""  # no controller to ask
 
         restarted = slurm_local(state, port, "start")
         assert restarted.returncode == 0, restarted.stdout + restarted.stderr
-        assert f"requeueing job(s) {job}:" in restarted.stdout, restarted.stdout
+        assert f"requeueing job(s) {job}:" in restarted.stdout, restarted.stdout + cluster_state(job, state, conf_env)
         assert job_field(job, "Restarts", conf_env) == "1"
         assert job_field(job, "JobState", conf_env) in {"PENDING", "RUNNING", "CONFIGURING"}
         again = slurm_local(state, port, "start")  # the daemons run: nothing to requeue
