@@ -7,7 +7,8 @@ import keras
 import numpy as np
 import pytest
 
-from convatt.layers import MultiHeadAttention
+from convatt.layers import MultiHeadAttention, blocked_attention
+from convatt.layers.blocked_attention import block_size, position_dropout
 from convatt.speed import blocked_bench
 from tests.test_layers_modification_table import row_options as table_rows
 
@@ -22,10 +23,10 @@ def row_options() -> list:
     return table_rows(T, CONV_AFTER, CONV_BEFORE)
 
 
-def twins(options: dict) -> tuple[MultiHeadAttention, MultiHeadAttention]:
-    """The whole-matrix layer and the blocked one, with the same weights (random, non-zero biases)."""
-    whole = MultiHeadAttention(H, D // H, **options)
-    blocked = MultiHeadAttention(H, D // H, query_block=BLOCK, **options)
+def twins(options: dict, blocks: tuple = (None, BLOCK)) -> tuple[MultiHeadAttention, MultiHeadAttention]:
+    """The whole-matrix layer and the blocked one (or layers of any two `blocks`), with the same
+    weights (random, non-zero biases)."""
+    whole, blocked = (MultiHeadAttention(H, D // H, query_block=block, **options) for block in blocks)
     for layer in (whole, blocked):
         layer.build((B, T, D), (B, T, D))
     rng = np.random.default_rng(3)
@@ -49,8 +50,10 @@ def outputs_and_gradients(layer, x: np.ndarray, kwargs: dict) -> list[np.ndarray
     if keras.backend.backend() == "jax":
         import jax
 
+        others = [v.value for v in layer.non_trainable_variables]  # a dropout's seed
+
         def loss(trainable, inputs):
-            out, _ = layer.stateless_call(trainable, [], inputs, inputs, **kwargs)
+            out, _ = layer.stateless_call(trainable, others, inputs, inputs, **kwargs)
             return keras.ops.sum(out * pattern), out
 
         values = [v.value for v in layer.trainable_variables]
@@ -172,3 +175,87 @@ def test_blocks_plan_a_fraction_of_the_whole_matrix_temporaries(case):
     (row,) = blocked_bench.run_blocked_benchmark(settings, measured=lambda row: None)
     assert row.seconds == {}
     assert row.temp_bytes["blocked"] < row.temp_bytes["whole"] / 2, row.temp_bytes
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_dropout_drops_the_same_entries_whatever_the_blocks(causal, inputs):
+    """Blocks of 3 and of 5 queries, one seed: the same outputs and gradients (each block's
+    recomputation in the backward pass drops what its forward pass dropped), not the undropped ones."""
+    options = {**CONV_AFTER, "relative_position_representation": 2, "dropout": 0.5, "seed": 7}
+    threes, fives = twins(options, blocks=(BLOCK, 5))
+    kwargs = {"use_causal_mask": causal, "training": True}
+    dropped = outputs_and_gradients(threes, inputs, kwargs)
+    for want, got in zip(dropped, outputs_and_gradients(fives, inputs, kwargs)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    undropped = outputs_and_gradients(threes, inputs, {"use_causal_mask": causal, "training": False})
+    assert np.abs(dropped[0] - undropped[0]).max() > 0.1
+
+
+def test_position_dropout_drops_at_its_rate_per_entry():
+    weights = keras.ops.ones((2, 3, 64, 48))
+    rows = keras.ops.arange(64, dtype="int32")
+    dropped = keras.ops.convert_to_numpy(position_dropout(weights, 0.3, keras.ops.convert_to_tensor(5), rows))
+    assert abs((dropped == 0).mean() - 0.3) < 0.01
+    np.testing.assert_allclose(dropped[dropped > 0], 1 / 0.7, rtol=1e-6)
+    kept = dropped > 0
+    assert (kept[0, 0] != kept[0, 1]).mean() > 0.3 and (kept[0, 0] != kept[1, 0]).mean() > 0.3  # heads, batch
+    assert (kept[0, 0, :, :-1] != kept[0, 0, :, 1:]).mean() > 0.3  # neighbouring keys
+    other_seed = keras.ops.convert_to_numpy(position_dropout(weights, 0.3, keras.ops.convert_to_tensor(6), rows))
+    assert (kept != (other_seed > 0)).mean() > 0.3
+    some_rows = position_dropout(weights[:, :, 10:20], 0.3, keras.ops.convert_to_tensor(5), rows[10:20])
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(some_rows), dropped[:, :, 10:20])
+
+
+def test_auto_blocks_only_past_a_quarter_gib_of_matrix_per_example():
+    assert block_size("auto", 4, 4096, 4096) is None  # 256 MiB: the whole matrix
+    assert block_size("auto", 4, 4097, 4096) == 1024  # a block's matrix at most 64 MiB
+    assert block_size("auto", 4, 32768, 32768) == 128
+    assert block_size("auto", 64, 65536, 65536) == 16  # never fewer queries than 16
+    assert (
+        block_size(3, 2, 11, 11) == 3
+        and block_size(256, 2, 100, 100) is None
+        and block_size(None, 2, 10**6, 10**6) is None
+    )
+
+
+def test_auto_is_the_default_and_computes_in_blocks_past_its_threshold(inputs, monkeypatch):
+    length = 40
+    x = np.random.default_rng(8).normal(size=(B, length, D)).astype("float32")
+    whole, auto = twins({**CONV_AFTER, "alibi": True}, blocks=(None, "auto"))
+    assert MultiHeadAttention(H, D // H, attention_conv="2d").query_block == "auto"
+    calls = []
+    original = blocked_attention.blocked_attention
+    monkeypatch.setattr("convatt.layers.multi_head_attention.blocked_attention",
+                        lambda *args, **kwargs: calls.append(args[5]) or original(*args, **kwargs))  # fmt: skip
+    expected = keras.ops.convert_to_numpy(whole(x, x, use_causal_mask=True))
+    keras.ops.convert_to_numpy(auto(x, x, use_causal_mask=True))
+    assert calls == []  # 40 x 40 floats: the whole matrix
+    monkeypatch.setattr(blocked_attention, "AUTO_ABOVE_BYTES", 0)
+    monkeypatch.setattr(blocked_attention, "AUTO_BLOCK_BYTES", 16 * 4 * H * length)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(auto(x, x, use_causal_mask=True)), expected, rtol=1e-5, atol=1e-5
+    )
+    assert calls == [16]
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_a_model_in_blocks_trains_as_on_the_whole_matrix(jit_compile, inputs):
+    """`fit`'s compiled step (TensorFlow's graph and XLA; JAX's jit): the same weights after
+    three steps of SGD, blocks of 3 against the whole matrix."""
+    if keras.backend.backend() == "jax" and not jit_compile:
+        pytest.skip("JAX always compiles with XLA")
+    models = []
+    for block in (None, BLOCK):
+        x = keras.Input((T, D))
+        layer = MultiHeadAttention(H, D // H, query_block=block, **CONV_AFTER, relative_bias=True, max_len=T)
+        models.append(keras.Model(x, layer(x, x, use_causal_mask=True)))
+    models[1].set_weights(models[0].get_weights())
+    initial = models[0].get_weights()
+    target = np.random.default_rng(9).normal(size=(B, T, D)).astype("float32")
+    for model in models:
+        model.compile(keras.optimizers.SGD(0.1), "mse", jit_compile=jit_compile)
+        for _ in range(3):
+            model.train_on_batch(inputs, target)
+    for want, got in zip(*(m.get_weights() for m in models)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert max(np.abs(a - b).max() for a, b in zip(initial, models[0].get_weights())) > 1e-3  # it trained

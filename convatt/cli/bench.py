@@ -126,7 +126,11 @@ def _bench_blocked(args) -> None:
         given["memory_limit"] = int(args.run_below * 2**30)
     settings = dataclasses.replace(BlockedSettings(), **{k: tuple(v) if isinstance(v, list) else v
                                                          for k, v in given.items() if v is not None})  # fmt: skip
-    print(render_markdown(run_blocked_benchmark(settings), settings), end="")
+    try:
+        rows = run_blocked_benchmark(settings)
+    except ValueError as e:
+        raise ConvattError(f"--blocked: {e}") from None
+    print(render_markdown(rows, settings), end="")
 
 
 def cmd_bench(args) -> None:
@@ -191,7 +195,12 @@ def _add_blocked_options(p) -> None:
         "--lengths, --cases and --repeats apply",
     )
     g.add_argument("--blocked", action="store_true", help="benchmark the blocked attention")
-    g.add_argument("--block", type=int, help="queries per block (default: 256)")
+    g.add_argument(
+        "--block",
+        type=lambda text: text if text == "auto" else int(text),
+        help="queries per block, or 'auto' (query_block='auto': blocks only past 256 MiB of attention matrix, "
+        "of the size it picks) (default: 256)",
+    )
     g.add_argument(
         "--run-below",
         type=float,

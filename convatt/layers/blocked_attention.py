@@ -20,10 +20,12 @@ later keys) is reduced block by block first.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 import keras
+import numpy as np
 from keras import ops
 
 from convatt.layers._utils import causal_keep, fully_masked_rows, keep_mask, query_tap_offsets
@@ -51,24 +53,26 @@ class BlockMasks:
     masked: bool = False
     self_attention: bool = False
 
-    def keep(self, start: int, stop: int, key_len):
-        """Boolean `(b or 1, 1 or h, stop - start, key_len)`: the pairs rows `start .. stop - 1`
-        may attend; None where nothing is masked."""
+    def keep(self, rows, key_len):
+        """Boolean `(b or 1, 1 or h, len(rows), key_len)`: the pairs the query rows `rows` (int
+        positions in `0 .. q - 1`) may attend; None where nothing is masked."""
         parts = []
         if self.attention_mask is not None:
-            parts.append(keep_mask(self.attention_mask)[:, :, start:stop, :])
+            parts.append(ops.take(keep_mask(self.attention_mask), rows, axis=2))
         if self.query_mask is not None:
-            parts.append(ops.cast(self.query_mask, "bool")[:, None, start:stop, None])
+            parts.append(ops.take(ops.cast(self.query_mask, "bool"), rows, axis=1)[:, None, :, None])
         if self.key_mask is not None:
             parts.append(ops.cast(self.key_mask, "bool")[:, None, None, :])
         if self.causal:
-            parts.append(causal_keep(ops.arange(start, stop, dtype="int32"), key_len)[None, None])
+            parts.append(causal_keep(rows, key_len)[None, None])
         if not parts:
             return None
-        keep = ops.ones((1, 1, stop - start, key_len), dtype="bool")  # every part broadcast to the slab
-        for part in parts:
+        keep = parts[0]
+        for part in parts[1:]:
             keep = ops.logical_and(keep, part)
-        return keep
+        return ops.logical_and(
+            keep, ops.ones((1, 1, ops.shape(rows)[0], key_len), dtype="bool")
+        )  # broadcast to the rows
 
 
 def key_masks(
@@ -88,109 +92,125 @@ def halo(layer, causal: bool) -> tuple[int, int]:
     return -offsets[0], max(offsets[-1], 0)
 
 
+AUTO = "auto"
+AUTO_ABOVE_BYTES = 2**28
+"""`query_block="auto"` computes blocks where one example's float32 attention matrix passes this."""
+AUTO_BLOCK_BYTES = 2**26
+"""... in blocks whose matrix is at most this (a power of two of queries, 16 to 1,024)."""
+
+
+def block_size(query_block, num_heads: int, query_len: int, key_len: int) -> int | None:
+    """The queries per block of a call (`MultiHeadAttention`'s `query_block`: an int, "auto" or
+    None), or None where the call computes the whole matrix (no more than one block)."""
+    if query_block == AUTO:
+        row_bytes = 4 * num_heads * key_len
+        if row_bytes * query_len <= AUTO_ABOVE_BYTES:
+            return None
+        query_block = min(max(2 ** int(math.log2(max(AUTO_BLOCK_BYTES // row_bytes, 1))), 16), 1024)
+    return query_block if query_block is not None and query_len > query_block else None
+
+
 def block_starts(query_len: int, block: int) -> list[int]:
     """The first row of each block of `block` queries (the last one may be shorter)."""
     return list(range(0, query_len, block))
 
 
-def blocked_attention(layer, query, key, value, masks: BlockMasks, training=None):
+def blocked_attention(layer, query, key, value, masks: BlockMasks, block: int, training=None):
     """The modified attention's output `(b, q, h, d_v)` of `layer` (a `MultiHeadAttention`) on
-    its projected (and `projections`-stage) `query`, `key`, `value`, in blocks of
-    `layer.query_block` queries (module docstring)."""
+    its projected (and `projections`-stage) `query`, `key`, `value`, in blocks of `block`
+    queries: one loop (`keras.ops.map`) whose step computes a block from its slab of query
+    rows, so the program holds one block whatever the length (module docstring)."""
     query, key = layer._checked_lengths(query, key)
     query_len, key_len = query.shape[1], ops.shape(key)[1]
     causal = masks.causal or layer.conv_causal
-    pads = _padded_keys(masks, query_len, key_len, layer.query_block) if masks.masked else None
-    facts = _CallFacts(masks, pads, causal, None)
-    facts = replace(facts, future_open=None if causal else _future_open(layer, facts, query_len, key_len))
     before, after = halo(layer, causal)
-    outputs = []
-    for start in block_starts(query_len, layer.query_block):
-        stop = min(start + layer.query_block, query_len)
-        rows = Slab(start, stop, max(start - before, 0), min(stop + after, query_len))
-        slab = query[:, rows.first : rows.last]
-        if outputs:  # after the block before, in both passes: one block's matrices at a time
-            slab = slab + ops.cast(0.0, slab.dtype) * ops.cast(outputs[-1][:1, :1, :1, :1], slab.dtype)
-        # the block's masks are made inside: kept for the backward pass, they would add up to a whole matrix
-        compute = lambda q, k, v, rows=rows: _block(layer, q, k, v, rows, facts, training)  # noqa: E731
-        outputs.append(rematerialized(layer, compute, (slab, key, value)))
-    return outputs[0] if len(outputs) == 1 else ops.concatenate(outputs, axis=1)
+    pads = _padded_keys(masks, query_len, key_len, block) if masks.masked else None
+    facts = _CallFacts(masks, pads, causal, None, query_len, before, block, _dropout_seed(layer, training))
+    facts = replace(facts, future_open=None if causal else _future_open(layer, facts, key_len))
+    outside = before > 0 or after > 0 or query_len % block > 0  # slabs reach past the sequence's ends
+    slab_offsets = ops.arange(-before, block + after, dtype="int32")
+
+    def block_output(index):
+        positions = index * block + slab_offsets
+        slab = ops.take(query, ops.clip(positions, 0, query_len - 1), axis=1)
+        compute = lambda q, k, v, p: _block(layer, q, k, v, p, facts, outside)  # noqa: E731
+        return rematerialized(layer, compute, (slab, key, value, positions))
+
+    count = -(-query_len // block)
+    outputs = ops.map(block_output, ops.arange(count, dtype="int32"))  # (count, b, block, h, d_v)
+    outputs = ops.reshape(ops.moveaxis(outputs, 0, 1), (-1, count * block, *value.shape[2:]))
+    return outputs[:, :query_len]
 
 
 def rematerialized(layer, compute, args: tuple):
-    """`compute(*args)` (a function of tensors and `layer`'s weights), its intermediates not kept:
-    recomputed in the backward pass. `keras.remat`, but under JAX the recomputation is made to
-    wait for the output's gradient: XLA drops `jax.checkpoint`'s optimisation barriers on a CPU,
-    and common-subexpression elimination then merged the recomputation with the forward pass
-    (every block's matrices kept: the whole matrix's memory)."""
-    if keras.backend.backend() != "jax":
-        return keras.remat(compute)(*args)
-    import jax
+    """`compute(*args)` (a function of tensors and `layer`'s weights), its intermediates not
+    kept: recomputed in the backward pass (`keras.remat`: `jax.checkpoint`, `tf.recompute_grad`).
+    The weights' values are arguments too, read through a `keras.StatelessScope`: TensorFlow's
+    recomputation inside a loop cannot capture the variables themselves. Inside the loop of
+    blocks the recomputation is the backward loop's, so XLA cannot merge it with the forward
+    pass's (it did when the blocks were unrolled, on a CPU)."""
+    variables = layer.trainable_variables
 
-    variables = layer.variables
-
-    def pure(args, values):
+    def pure(*inputs):
+        values = inputs[len(args) :]
         with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-            return compute(*args)
+            return compute(*inputs[: len(args)])
 
-    @jax.custom_vjp
-    def run(args, values):
-        return pure(args, values)
-
-    def backward(saved, upstream):
-        args, values = saved
-        anchor = upstream[:1, :1, :1, :1]
-        args = tuple(x + ops.cast(0.0 * anchor, x.dtype) for x in args)  # made after the gradient is
-        return jax.vjp(pure, args, values)[1](upstream)
-
-    run.defvjp(lambda args, values: (pure(args, values), (args, values)), backward)
-    return run(tuple(args), [v.value for v in variables])
-
-
-@dataclass(frozen=True)
-class Slab:
-    """Output rows `start .. stop - 1`, computed from query rows `first .. last - 1` (the halo)."""
-
-    start: int
-    stop: int
-    first: int
-    last: int
+    return keras.remat(pure)(*args, *(v.value for v in variables))
 
 
 @dataclass(frozen=True)
 class _CallFacts:
     """What every block of a call reads: its masks, the padded rows `(b, 1, q, 1)` of
-    self-attention (None: none), the convolutions' causality, `AttentionContext.future_open`."""
+    self-attention (None: none), the convolutions' causality, `AttentionContext.future_open`,
+    the query length, the halo rows before a block, the block size and the seed of the call's
+    attention dropout (None: no dropout)."""
 
     masks: BlockMasks
     pads: Any
     causal: bool
     future_open: Any
+    query_len: int
+    before: int
+    block: int
+    dropout_seed: Any = None
 
 
-def _block(layer, query, key, value, rows: Slab, facts: _CallFacts, training):
-    """The output rows `rows.start .. rows.stop - 1` `(b, rows, h, d_v)` from the slab's queries."""
-    keep, pads = _slab_keep_and_pads(layer, facts, rows, ops.shape(key)[1])
-    positions = ops.arange(rows.first, rows.last, dtype="int32")
+def _block(layer, query, key, value, positions, facts: _CallFacts, outside: bool):
+    """A block's output rows `(b, block, h, d_v)` from its slab's queries at `positions` (the
+    halo's included; those past the sequence's ends attend nothing: the zero rows of the
+    convolution's padding, as in the whole matrix)."""
+    rows = ops.clip(positions, 0, facts.query_len - 1)
+    inside = ops.logical_and(ops.greater_equal(positions, 0), ops.less(positions, facts.query_len)) if outside else None
+    keep, pads = _slab_keep_and_pads(layer, facts, rows, inside, ops.shape(key)[1])
     context = AttentionContext(
-        query, keep, facts.causal, facts.future_open, pads=pads, positions=positions, rematerialized=True
+        query, keep, facts.causal, facts.future_open, pads=pads, positions=rows, rematerialized=True
     )
     _, attention = layer._attention_maps(query, key, context)
-    own = slice(rows.start - rows.first, rows.stop - rows.first)
+    own = slice(facts.before, facts.before + facts.block)
     attention = attention[:, :, own, :]
-    dropped = layer._dropout_layer(ops.cast(attention, layer.compute_dtype), training=training)
+    dropped = ops.cast(attention, layer.compute_dtype)
+    if facts.dropout_seed is not None:
+        dropped = position_dropout(dropped, layer._dropout, facts.dropout_seed, rows[own])
     output = ops.einsum(layer._combine_equation, dropped, value)
-    own_context = replace(context, query=query[:, own], positions=positions[own])
+    own_context = replace(context, query=query[:, own], positions=rows[own])
     return layer._value_terms(output, dropped, own_context)
 
 
-def _slab_keep_and_pads(layer, facts: _CallFacts, rows: Slab, key_len) -> tuple:
-    """`(keep, pads)` of the slab's rows, as `MultiHeadAttention._padded_rows` makes the pads."""
-    keep = facts.masks.keep(rows.first, rows.last, key_len)
+def _slab_keep_and_pads(layer, facts: _CallFacts, rows, inside, key_len) -> tuple:
+    """`(keep, pads)` of the query rows `rows`, as `MultiHeadAttention._padded_rows` makes the
+    pads; the rows not `inside` (boolean `(rows,)`; None: all are) keep no key and are no pad."""
+    keep = facts.masks.keep(rows, key_len)
+    if inside is not None:
+        inside = inside[None, None, :, None]
+        keep = ops.logical_and(inside, ops.ones((1, 1, 1, key_len), "bool") if keep is None else keep)
     if keep is None or not facts.masks.masked:
         return keep, None
-    slab_pads = None if facts.pads is None else facts.pads[:, :, rows.first : rows.last, :]
+    slab_pads = None if facts.pads is None else ops.take(facts.pads, rows, axis=2)
     empty = fully_masked_rows(keep)
+    if inside is not None:
+        empty = ops.logical_and(empty, inside)
+        slab_pads = None if slab_pads is None else ops.logical_and(slab_pads, inside)
     if layer._dropout == 0:
         return keep, empty if slab_pads is None else ops.logical_or(slab_pads, empty)
     return keep, None if slab_pads is None else ops.logical_and(slab_pads, ops.logical_not(empty))
@@ -203,7 +223,7 @@ def _padded_keys(masks: BlockMasks, query_len: int, key_len, block: int):
         return None
     seen = None
     for start in block_starts(query_len, block):
-        keep = masks.keep(start, min(start + block, query_len), key_len)
+        keep = masks.keep(ops.arange(start, min(start + block, query_len), dtype="int32"), key_len)
         if keep is None:
             return None
         rows_seen = ops.any(keep, axis=(1, 2))  # (b or 1, k)
@@ -211,17 +231,56 @@ def _padded_keys(masks: BlockMasks, query_len: int, key_len, block: int):
     return ops.logical_not(seen)[:, None, :, None]
 
 
-def _future_open(layer, facts: _CallFacts, query_len: int, key_len):
+def _future_open(layer, facts: _CallFacts, key_len):
     """`AttentionContext.future_open` of a non-causal call: 1 for the batch entries whose real
     rows attend a later key, reduced block by block; None without a mask."""
     sees_later = None
-    for start in block_starts(query_len, layer.query_block):
-        stop = min(start + layer.query_block, query_len)
-        keep, slab_pads = _slab_keep_and_pads(layer, facts, Slab(start, stop, start, stop), key_len)
+    for start in block_starts(facts.query_len, facts.block):
+        rows = ops.arange(start, min(start + facts.block, facts.query_len), dtype="int32")
+        keep, slab_pads = _slab_keep_and_pads(layer, facts, rows, None, key_len)
         if keep is None:
             return None
-        later = ops.logical_not(causal_keep(ops.arange(start, stop, dtype="int32"), key_len))[None, None]
+        later = ops.logical_not(causal_keep(rows, key_len))[None, None]
         real = keep if slab_pads is None else ops.logical_and(keep, ops.logical_not(slab_pads))
         block_sees = ops.any(ops.logical_and(real, later), axis=(1, 2, 3), keepdims=True)
         sees_later = block_sees if sees_later is None else ops.logical_or(sees_later, block_sees)
     return ops.cast(sees_later, "float32")
+
+
+def _dropout_seed(layer, training):
+    """The seed of a training call's attention dropout (int32 `()`, drawn from the dropout
+    layer's seed generator outside the loop of blocks); None without dropout."""
+    if not training or layer._dropout == 0:
+        return None
+    return keras.random.randint((), 0, 2**31 - 1, dtype="int32", seed=layer._dropout_layer.seed_generator)
+
+
+def position_dropout(weights, rate: float, seed, query_positions):
+    """Dropout of the attention `weights` `(b, h, rows, keys)` whose keep mask is a hash of the
+    call's `seed` and each entry's batch index, head, query position (`query_positions` `(rows,)`)
+    and key: the same entries drop however the queries are split into blocks, and the backward
+    pass's recomputation of a block drops them again (a seed generator would draw anew)."""
+    shape = ops.shape(weights)
+    rows = _mix(ops.bitwise_xor(_mix(ops.cast(query_positions, "uint32")), ops.cast(seed, "uint32")))
+    keys = _mix(ops.cast(ops.arange(shape[-1], dtype="int32"), "uint32") + _u32(0x9E3779B9))
+    pairs = _mix(ops.bitwise_xor(rows[:, None], keys[None, :]))  # (rows, keys)
+    entries = ops.reshape(
+        ops.cast(ops.arange(shape[0] * shape[1], dtype="int32"), "uint32"), (shape[0], shape[1], 1, 1)
+    )
+    bits = _mix(ops.bitwise_xor(pairs[None, None], _mix(entries + _u32(0x632BE5AB))))
+    keep = ops.greater_equal(ops.right_shift(bits, 8), _u32(round(rate * 2**24)))  # P = 1 - rate
+    return ops.where(keep, weights / ops.cast(1.0 - rate, weights.dtype), ops.zeros_like(weights))
+
+
+def _mix(x):
+    """A 32-bit integer hash (Wellons' lowbias32): each output bit depends on every input bit."""
+    x = ops.bitwise_xor(x, ops.right_shift(x, 16))
+    x = ops.multiply(x, _u32(0x7FEB352D))
+    x = ops.bitwise_xor(x, ops.right_shift(x, 15))
+    x = ops.multiply(x, _u32(0x846CA68B))
+    return ops.bitwise_xor(x, ops.right_shift(x, 16))
+
+
+def _u32(value: int):
+    """A uint32 constant (a Python int past 2**31 is no int32: JAX refuses it)."""
+    return ops.convert_to_tensor(np.uint32(value))

@@ -18,7 +18,14 @@ from convatt.layers._utils import (
     keep_mask,
     padded_key_rows,
 )
-from convatt.layers.blocked_attention import BlockMasks, blocked_attention, key_masks
+from convatt.layers.blocked_attention import (
+    AUTO,
+    AUTO_ABOVE_BYTES,
+    BlockMasks,
+    block_size,
+    blocked_attention,
+    key_masks,
+)
 from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS
 from convatt.layers.modified_attention import ModifiedAttention
 
@@ -36,12 +43,14 @@ class AttentionCall:
             `key_mask`, `attention_mask`, or the inputs' Keras masks).
         blocks: the call's masks as given, where the attention is computed in blocks of
             queries (`query_block`; `convatt.layers.blocked_attention`); None: the whole matrix.
+        block_size: the queries per block where `blocks` is given.
     """
 
     causal: bool = False
     self_attention: bool = False
     masked: bool = False
     blocks: BlockMasks | None = None
+    block_size: int = 0
 
 
 WEIGHT_ORDERS = ("keras", "modifications_first")
@@ -128,13 +137,17 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         take is a ValueError naming it:
         max_len: int >= 1 or None. Longest query / key length, for the
             modifications with weights per position only.
-        query_block: int >= 1 or None. With a modification on, compute the attention
-            in blocks of this many queries (each with the rows its convolution reads),
-            each block's matrices made, used and discarded, and recomputed in the
-            backward pass: memory `O(query_block * key_len)` instead of
-            `O(query_len * key_len)`, the same outputs and gradients to float rounding
-            (`convatt.layers.blocked_attention`). Taken where the query length is
-            known and longer than a block and the attention matrix is not asked for.
+        query_block: int >= 1, "auto" (the default) or None. With a modification on,
+            compute the attention in blocks of this many queries (each with the rows its
+            convolution reads), each block's matrices made, used and discarded, and
+            recomputed in the backward pass: memory `O(query_block * key_len)` instead
+            of `O(query_len * key_len)`, the same outputs and gradients to float
+            rounding (`convatt.layers.blocked_attention`). Taken where the lengths are
+            known, the query length is longer than a block and the attention matrix
+            is not asked for. "auto": blocks only where one example's attention matrix
+            (`num_heads * query_len * key_len` floats) passes 256 MiB, e.g. past 4,096
+            tokens with 4 heads, of a size that keeps a block's matrix near 64 MiB
+            (`blocked_attention.block_size`); None: always the whole matrix.
     Call arguments:
         query: `(batch_size, query_len, query_dim)`.
         value: `(batch_size, key_len, value_dim_in)`.
@@ -193,7 +206,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         max_len: int | None = None,
         temperature: bool = False,
         weight_order: str = "keras",
-        query_block: int | None = None,
+        query_block: int | str | None = "auto",
         **kwargs,
     ):
         options = {name: kwargs.pop(name) for name in MODIFICATION_OPTIONS if name in kwargs}
@@ -293,8 +306,8 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             )  # fmt: skip
         masks = (query_mask, value_mask, key_mask, attention_mask)
         call = self._call_facts(masks, use_causal_mask, self_attention)
-        if self._blocks_pay(query, return_attention_scores, masks):
-            call = replace(call, blocks=key_masks(*masks, causal=call.causal, **_mask_facts(call)))
+        if block := self._query_blocks(query, value, return_attention_scores, masks):
+            call = replace(call, blocks=key_masks(*masks, causal=call.causal, **_mask_facts(call)), block_size=block)
             mask = None  # made block by block
         else:
             mask = self._call_mask(query, value, masks, call)
@@ -312,23 +325,23 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 self._warn_query_pads_unknown()
         return call
 
-    def _blocks_pay(self, query, return_attention_scores: bool, masks: tuple) -> bool:
-        """Whether this call's modified attention is computed in blocks of `query_block` queries: a
-        known query length longer than a block, no attention matrix asked for, Keras' own masks
-        (no sliding window; not a per-head `attention_mask` beside padding masks, which Keras' layer
-        broadcasts over the heads) and `_compute_attention`."""
-        length, attention_mask = query.shape[1], masks[3]
+    def _query_blocks(self, query, value, return_attention_scores: bool, masks: tuple) -> int | None:
+        """The queries per block of this call's modified attention (`query_block`, `block_size`),
+        or None for the whole matrix: blocks need known lengths, no attention matrix asked for,
+        Keras' own masks (no sliding window; not a per-head `attention_mask` beside padding
+        masks, which Keras' layer broadcasts over the heads) and `_compute_attention`."""
+        lengths, attention_mask = (query.shape[1], value.shape[1]), masks[3]
         per_head = attention_mask is not None and len(attention_mask.shape) == 4
-        return (
+        takes_blocks = (
             not (per_head and any(m is not None for m in masks[:3]))
             and self.query_block is not None
             and not self._attention_is_keras
             and not return_attention_scores
-            and isinstance(length, int)
-            and length > self.query_block
+            and all(isinstance(length, int) for length in lengths)
             and self._sliding_window is None
             and not self._overrides_compute_attention
         )
+        return block_size(self.query_block, self.num_heads, *lengths) if takes_blocks else None
 
     def compute_output_spec(self, query, value, *args, self_attention=None, **kwargs):
         return super().compute_output_spec(query, value, *args, **kwargs)  # Keras' (no `self_attention`)
@@ -405,7 +418,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         call = call or AttentionCall(bool(use_causal_mask))
         query, key, value = self._projected(query, key, value)  # the temperature, if on
         if call.blocks is not None:
-            return blocked_attention(self, query, key, value, call.blocks, training), None
+            return blocked_attention(self, query, key, value, call.blocks, call.block_size, training), None
         keras_path = not self._modified or (attention_mask is None and not return_attention_scores)
         if self._attention_is_keras and keras_path:
             extra = {"use_causal_mask": True} if use_causal_mask else {}
@@ -442,14 +455,15 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         return config
 
 
-def check_query_block(query_block) -> int | None:
-    """`query_block` as an int >= 1, or None; a ValueError naming it for anything else."""
-    if query_block is None:
-        return None
+def check_query_block(query_block) -> int | str | None:
+    """`query_block` as an int >= 1, "auto" or None; a ValueError naming it for anything else."""
+    if query_block is None or query_block == AUTO:
+        return query_block
     if not is_int(query_block) or query_block < 1:
         raise ValueError(
-            f"query_block takes None (the whole attention matrix) or an int >= 1 (queries per block); "
-            f"received {query_block!r}."
+            f"query_block takes None (the whole attention matrix), 'auto' (blocks past "
+            f"{AUTO_ABOVE_BYTES // 2**20} MiB of attention matrix per example) or an int >= 1 (queries "
+            f"per block); received {query_block!r}."
         )
     return int(query_block)
 

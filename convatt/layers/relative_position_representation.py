@@ -265,15 +265,30 @@ class RelativePositionRepresentation(keras.layers.Layer):
 
     def key_term_at(self, query, query_positions, key_len):
         """The key term `(b, h, rows, key_len)` in float32 of query rows `query` `(b, rows, h, d)`
-        at `query_positions` (a cached call's rows; `add_float32`: a whole call's)."""
-        a_key = ops.take(ops.cast(self.key_embeddings, "float32"), self.indices_at(query_positions, key_len), axis=0)
-        return ops.einsum("bqhd,qkd->bhqk", ops.cast(query, "float32"), a_key) * (1.0 / math.sqrt(self.head_dim))
+        at `query_positions` (a cached call's rows, a block's; `add_float32`: a whole call's):
+        each row's product with the `2k + 1` embeddings, then picked per key, so that no
+        `(rows, key_len, d)` table is made (at long context it outgrows the attention matrix)."""
+        scale = 1.0 / math.sqrt(self.head_dim)
+        products = ops.einsum("brhd,nd->bhrn", ops.cast(query, "float32"), ops.cast(self.key_embeddings, "float32"))
+        indices = self.indices_at(query_positions, key_len)[None, None]
+        return ops.take_along_axis(products * scale, indices, axis=-1)
 
     def value_term_at(self, attention, query_positions):
-        """`value_term` of attention rows `(b, h, rows, k)` at `query_positions`."""
-        indices = self.indices_at(query_positions, ops.shape(attention)[-1])
-        a_value = ops.take(ops.cast(self.value_embeddings, "float32"), indices, axis=0)
-        return ops.einsum("bhqk,qkd->bqhd", ops.cast(attention, "float32"), a_value)
+        """`value_term` of attention rows `(b, h, rows, k)` at `query_positions`: each row's
+        weights summed per clipped distance (the keys within `k` of the row one by one, the two
+        ends by masked sums), times the `2k + 1` embeddings; no `(rows, k, d)` table either."""
+        attention = ops.cast(attention, "float32")
+        key_len, k = ops.shape(attention)[-1], self.max_distance
+        positions = ops.cast(query_positions, "int32")[:, None]
+        near = positions + ops.arange(-k + 1, k, dtype="int32")[None]  # (rows, 2k - 1): distances -k+1 .. k-1
+        inside = ops.logical_and(ops.greater_equal(near, 0), ops.less(near, key_len))
+        picked = ops.take_along_axis(attention, ops.clip(near, 0, key_len - 1)[None, None], axis=-1)
+        middle = ops.where(inside[None, None], picked, ops.zeros_like(picked))
+        keys = ops.arange(key_len, dtype="int32")[None]
+        far_before = ops.sum(ops.where(ops.less_equal(keys, positions - k)[None, None], attention, 0.0), axis=-1)
+        far_after = ops.sum(ops.where(ops.greater_equal(keys, positions + k)[None, None], attention, 0.0), axis=-1)
+        sums = ops.concatenate([far_before[..., None], middle, far_after[..., None]], axis=-1)  # (b, h, rows, 2k + 1)
+        return ops.einsum("bhrn,nd->brhd", sums, ops.cast(self.value_embeddings, "float32"))
 
     def _gathered(self, embeddings, query_len, key_len):
         """`(query_len, key_len, d)`: the row of `embeddings` of each pair's clipped distance."""

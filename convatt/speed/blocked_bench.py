@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import keras
 import numpy as np
 
-from convatt.speed.attention_bench import ATTENTION_CASES, CompiledStep, _layer_step
+from convatt.speed.attention_bench import ATTENTION_CASES, CASE_KEYS, CompiledStep, _layer_step
 
 WAYS = ("blocked", "whole", "keras")
 """The three layers of each row: convatt's in blocks, convatt's on the whole matrix, Keras'."""
@@ -32,7 +32,7 @@ class BlockedSettings:
     lengths: tuple[int, ...] = (1024, 4096, 16384, 32768)
     cases: tuple[str, ...] = ("conv2d", "mta", "conv", "shaw", "alibi", "talking-heads", "p-r")
     causal: bool = True
-    block: int = 256
+    block: int | str = 256  # or "auto"
     batch_size: int = 1
     num_heads: int = 4
     key_dim: int = 32
@@ -59,7 +59,7 @@ def _layer(settings: BlockedSettings, way: str, options: dict, length: int) -> k
     per_position = options.get("position_interaction") or options.get("relative_bias") or options.get(
         "attention_conv"
     ) == "1d"  # fmt: skip
-    block = {"query_block": settings.block} if way == "blocked" else {}
+    block = {"query_block": settings.block if way == "blocked" else None}
     return MultiHeadAttention(
         settings.num_heads, settings.key_dim, **options, **block, max_len=length if per_position else None
     )
@@ -96,6 +96,9 @@ def measure(settings: BlockedSettings, case: str, length: int) -> BlockedRow:
 
 def run_blocked_benchmark(settings: BlockedSettings, measured=None) -> list[BlockedRow]:
     """Every case at every length; `measured(row)` after each (prints a line by default)."""
+    unknown = [case for case in settings.cases if case not in CASE_KEYS]
+    if unknown or not settings.cases:
+        raise ValueError(f"cases must be some of {', '.join(CASE_KEYS)}; received {', '.join(unknown) or 'none'}")
     rows = []
     for length in settings.lengths:
         for case in settings.cases:
@@ -145,6 +148,7 @@ def render_markdown(rows: list[BlockedRow], settings: BlockedSettings) -> str:
     mask = "causal" if settings.causal else "bidirectional"
     note = (
         f"\nbatch {settings.batch_size}, {settings.num_heads} heads x {settings.key_dim}, float32, {mask}, "
-        f"blocks of {settings.block} queries; Keras' layer measured on the first row of each length.\n"
+        + ("query_block='auto'" if settings.block == "auto" else f"blocks of {settings.block} queries")
+        + "; Keras' layer measured on the first row of each length.\n"
     )
     return "\n".join(lines) + "\n" + note
