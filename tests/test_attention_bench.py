@@ -202,3 +202,27 @@ def test_keras_layer_is_measured_under_each_backend_in_a_process_of_its_own():
     expected = ["JAX (jitted)", *[compilation("tensorflow", c) for c in (XLA, NO_XLA)]]
     assert [(m.case, m.length, m.mask) for m in rows] == [(name, 16, "causal") for name in expected]
     assert all(m.step_s > 0 for m in rows) and len(lines) == 2
+
+
+def test_a_step_out_of_memory_is_a_cell_not_the_end_of_the_run(capsys):
+    """A step whose run lacks memory (the backend's error) is NaN and "out of memory" in the
+    table, the others timed; any other error still stops the run."""
+
+    class ResourceExhaustedError(Exception):  # TensorFlow's name; XLA says RESOURCE_EXHAUSTED
+        pass
+
+    def lacks_memory():
+        raise ResourceExhaustedError("Out of memory while trying to allocate 10.01GiB.")
+
+    steps = {KERAS: attention_bench.CompiledStep(lambda: None), "none": attention_bench.CompiledStep(lacks_memory)}
+    medians = attention_bench._median_times(steps, repeats=2, warmup=0)
+    assert np.isnan(medians["none"]) and medians[KERAS] >= 0
+    assert "none: out of memory (Out of memory while trying to allocate 10.01GiB.)" in capsys.readouterr().err
+    result = AttentionBenchmark(dataclasses.replace(SETTINGS, cases=("none",)), "tensorflow", "cpu (test)")
+    for name, seconds in ((KERAS, 0.002), (CORE, 0.001), ("none", medians["none"])):
+        result.measurements.append(Measurement(name, 16, "causal", seconds, None, None, XLA))
+        result.measurements.append(Measurement(name, 16, "causal", seconds, None, None, NO_XLA))
+    assert "\n| none | out of memory |" in render_markdown(result)
+    steps["none"] = attention_bench.CompiledStep(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        attention_bench._median_times(steps, repeats=1, warmup=0)

@@ -205,7 +205,8 @@ def _add_blocked_options(p) -> None:
         "--run-below",
         type=float,
         metavar="GIB",
-        help="run (time) only the steps whose planned temporaries are below this many GiB (default: 6; 0: plan only)",
+        help="run (time) only the steps whose planned memory (temporaries, arguments, outputs) is below this many "
+        "GiB (default: 6; 0: plan only)",
     )
 
 

@@ -397,17 +397,35 @@ def _flash_step(shape: dict, x, causal: bool) -> dict[str, CompiledStep]:
 
 
 def _median_times(steps: dict[str, CompiledStep], repeats: int, warmup: int) -> dict[str, float]:
-    """Median seconds of each step over `repeats`, after `warmup` untimed runs; interleaved."""
-    for step in steps.values():
-        for _ in range(warmup):
-            step.run()
-    times: dict[str, list[float]] = {name: [] for name in steps}
+    """Median seconds of each step over `repeats`, after `warmup` untimed runs; interleaved. A
+    step that runs out of memory is NaN ("out of memory" in the tables), said on stderr."""
+    medians = {}
+    for name, step in steps.items():
+        try:
+            for _ in range(max(warmup, 1) if repeats else warmup):  # a first run finds a lack of memory
+                step.run()
+        except Exception as error:  # the backend's own error type; anything but a lack of memory is raised
+            if not out_of_memory(error):
+                raise
+            print(f"  {name}: out of memory ({str(error).strip().splitlines()[0][:120]})", file=sys.stderr)
+            medians[name] = math.nan
+    fitting = [name for name in steps if name not in medians]
+    times: dict[str, list[float]] = {name: [] for name in fitting}
     for repeat in range(repeats):
-        for name in sorted(steps, reverse=repeat % 2 == 1):
+        for name in sorted(fitting, reverse=repeat % 2 == 1):
             start = time.perf_counter()
             steps[name].run()
             times[name].append(time.perf_counter() - start)
-    return {name: float(np.median(t)) for name, t in times.items()}
+    return medians | {name: float(np.median(t)) for name, t in times.items()}
+
+
+def out_of_memory(error: Exception) -> bool:
+    """Whether `error` is a backend's (or Python's) lack of memory: TensorFlow's
+    `ResourceExhaustedError`, XLA's `RESOURCE_EXHAUSTED`, `MemoryError`."""
+    text = f"{type(error).__name__}: {error}"
+    return isinstance(error, MemoryError) or any(
+        mark in text for mark in ("ResourceExhausted", "RESOURCE_EXHAUSTED", "Out of memory")
+    )
 
 
 def _device() -> str:
@@ -486,6 +504,8 @@ def _grid(result: AttentionBenchmark) -> list[tuple[str, int, str]]:
 
 
 def _cell(c: Comparison) -> str:
+    if math.isnan(c.step_ms):
+        return "out of memory"
     if c.memory_ratio is None:
         return f"{c.time_ratio:.2f}x"
     return f"{c.time_ratio:.2f}x / {c.memory_ratio:.2f}x / {c.extra_temp_matrices:+.1f}"
@@ -508,7 +528,7 @@ def _reference_rows(result: AttentionBenchmark, mask: str, compiler: str = XLA) 
                 continue
             m = result.get(name, length, mask, compiler)
             memory = "" if m.total_bytes is None else f" / {_size(m.total_bytes)}"
-            cells.append(f"{1e3 * m.step_s:.1f} ms{memory}")
+            cells.append("out of memory" if math.isnan(m.step_s) else f"{1e3 * m.step_s:.1f} ms{memory}")
         rows.append([name, *cells])
     matrix = [_size(result.settings.attention_matrix_bytes(n)) for n in lengths]
     return [*rows, ["one attention matrix", *matrix]]

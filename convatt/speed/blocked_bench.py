@@ -5,8 +5,9 @@ respect to the layer's weights; `convatt.speed.attention_bench`'s step) for each
 length, three ways: convatt's layer in blocks of `block` queries, convatt's layer on the whole
 matrix, Keras' `MultiHeadAttention`. Memory (JAX): the compiled step's memory analysis,
 `temp` bytes (what XLA plans beside the arguments and outputs), known without running the
-step, so it is given at every length; time: the median of `repeats` steps, run only where the
-planned bytes fit under `memory_limit` (the rest are "-"). The ratios are over the whole-matrix
+step, so it is given at every length; time: the median of `repeats` steps, run only where all
+the planned bytes (temporaries, arguments and outputs: +Conv's weights grow with the length
+squared) fit under `memory_limit` (the rest are "-"). The ratios are over the whole-matrix
 path's time where it ran.
 """
 
@@ -89,7 +90,7 @@ def measure(settings: BlockedSettings, case: str, length: int) -> BlockedRow:
         step = _layer_step(_layer(settings, way, options, length), x, settings.causal)
         if step.temp_bytes is not None:
             row.temp_bytes[way] = step.temp_bytes
-        if step.temp_bytes is None or step.temp_bytes <= settings.memory_limit:
+        if step.total_bytes is None or step.total_bytes <= settings.memory_limit:  # the weights too (+Conv's)
             row.seconds[way] = _median_seconds(step, settings.repeats)
     return row
 
