@@ -186,7 +186,7 @@ def test_dropout_drops_the_same_entries_whatever_the_blocks(causal, inputs):
     kwargs = {"use_causal_mask": causal, "training": True}
     dropped = outputs_and_gradients(threes, inputs, kwargs)
     for want, got in zip(dropped, outputs_and_gradients(fives, inputs, kwargs)):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)  # 1e-5 of weights doubled by the dropout
     undropped = outputs_and_gradients(threes, inputs, {"use_causal_mask": causal, "training": False})
     assert np.abs(dropped[0] - undropped[0]).max() > 0.1
 

@@ -201,6 +201,31 @@ def lean_masked_softmax(scores, keep=None, pads=None):
     return softmax(scores)
 
 
+def lean_block_softmax(scores, keep=None, pads=None):
+    """`lean_masked_softmax` for a recomputed block (`keras.remat`): the masks are arguments of
+    the custom gradient, as floats, not closed over (a recomputation traces the block again, and
+    a closure would hold the first trace's tensors)."""
+    if keep is None:
+        return lean_masked_softmax(scores)
+    open_rows = keras.ops.zeros((1, 1, 1, 1), "float32") if pads is None else keras.ops.cast(pads, "float32")
+
+    @keras.ops.custom_gradient
+    def softmax(scores, kept, padded):
+        keep, pads = keras.ops.greater(kept, 0.5), keras.ops.greater(padded, 0.5)
+        weights = masked_softmax(scores, keep, pads)
+
+        def gradient(*args, upstream=None):
+            upstream = upstream_gradient(args, upstream)
+            weighted = weights * upstream
+            grad = weighted - weights * keras.ops.sum(weighted, axis=-1, keepdims=True)
+            grad = keras.ops.where(keep, grad, keras.ops.zeros_like(grad))  # no gradient through a masked score
+            return grad, keras.ops.zeros_like(kept), keras.ops.zeros_like(padded)
+
+        return weights, gradient
+
+    return softmax(scores, keras.ops.cast(keep, "float32"), open_rows)
+
+
 def depends_on_gradient(x, upstream):
     """`x`, under JAX as `x + 0 * upstream[0, 0, 0, 0]` (equal for a finite gradient): what a
     backward pass computes from it then waits for the gradient, so XLA makes it there instead

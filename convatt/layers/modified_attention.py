@@ -18,6 +18,7 @@ from keras import ops
 from convatt.layers._options import check_max_len
 from convatt.layers._utils import (
     check_length,
+    lean_block_softmax,
     lean_masked_softmax,
     lower_triangular_keep,
     masked_softmax,
@@ -189,7 +190,7 @@ class ModifiedAttention:
         that stage's terms itself, for query rows at other positions)."""
         scores = self._apply("logits", scores, context)
         lean = self._lean_core and not context.rematerialized  # its gradient closes over the masks
-        softmax = lean_masked_softmax if lean else masked_softmax
+        softmax = lean_masked_softmax if lean else lean_block_softmax if context.rematerialized else masked_softmax
         attention = softmax(scores, context.keep, context.pads)  # float32 in, float32 out
         weights = self._apply("weights", attention, context)
         return attention, self._apply("attention", weights, context)
