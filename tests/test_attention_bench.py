@@ -226,3 +226,13 @@ def test_a_step_out_of_memory_is_a_cell_not_the_end_of_the_run(capsys):
     steps["none"] = attention_bench.CompiledStep(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         attention_bench._median_times(steps, repeats=1, warmup=0)
+
+
+def test_a_step_out_of_memory_when_compiled_is_one_too():
+    def lacks_memory():
+        raise MemoryError("no room for the step")
+
+    step = attention_bench._unless_out_of_memory(lacks_memory)
+    assert np.isnan(attention_bench._median_times({"none": step}, repeats=1, warmup=0)["none"])
+    with pytest.raises(ZeroDivisionError):
+        attention_bench._unless_out_of_memory(lambda: 1 / 0)

@@ -375,8 +375,24 @@ def _steps(settings: AttentionSettings, length: int, causal: bool, compiler: str
     steps[CORE] = _core_step(settings, length, causal, rng, jit)
     for case in settings.selected_cases():
         layer = MultiHeadAttention(**shape, max_len=length, **case.options)
-        steps[case.name] = _layer_step(layer, x, causal, jit)
+        steps[case.name] = _unless_out_of_memory(lambda layer=layer: _layer_step(layer, x, causal, jit))
     return steps
+
+
+def _unless_out_of_memory(make: Callable[[], CompiledStep]) -> CompiledStep:
+    """`make()`, or where compiling it ran out of memory (TensorFlow runs a step to compile it),
+    a step that raises that error when run (`_median_times` makes it NaN)."""
+    try:
+        return make()
+    except Exception as error:
+        if not out_of_memory(error):
+            raise
+        lacking = error  # `error` is unbound after the `except` block
+
+        def run() -> None:
+            raise lacking
+
+        return CompiledStep(run)
 
 
 def flash_possible(settings: AttentionSettings) -> bool:
