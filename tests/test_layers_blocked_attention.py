@@ -177,7 +177,7 @@ def test_blocks_plan_a_fraction_of_the_whole_matrix_temporaries(case):
     assert row.temp_bytes["blocked"] < row.temp_bytes["whole"] / 2, row.temp_bytes
 
 
-@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("causal", [pytest.param(False, marks=pytest.mark.slow), True], ids=["bidirectional", "causal"])
 def test_dropout_drops_the_same_entries_whatever_the_blocks(causal, inputs):
     """Blocks of 3 and of 5 queries, one seed: the same outputs and gradients (each block's
     recomputation in the backward pass drops what its forward pass dropped), not the undropped ones."""
