@@ -6,16 +6,19 @@ and the talking heads act on the row itself, the convolutions on the rows of the
 `s .. s + b - 1` of the output are the table's computation (`ModifiedAttention`) on the slab of
 query rows `s - before .. s + b - 1 + after` at their positions (`AttentionContext.positions`,
 as cached decoding computes rows at given positions), its halo rows dropped after the
-convolution. A slab is cut at the sequence's ends, where the convolution's zero padding is the
-whole matrix's own.
+convolution. Every slab has as many rows, so that the blocks are one loop (`keras.ops.map`):
+its rows past the sequence's ends attend no key, which makes them the zero rows of the
+convolution's padding, as in the whole matrix.
 
 Each block's scores, softmax, convolution and product with the values are made and discarded
 in turn, and the backward pass recomputes them (`keras.remat`: `jax.checkpoint` or
 `tf.recompute_grad`): one block's `(b, heads, block + halo, keys)` matrices at a time instead of
-the whole `(b, heads, queries, keys)` ones. Masks given as vectors (the query and key padding,
-the causal mask) are made per block; an `attention_mask` is sliced per block. What the whole
-path reads from the whole mask (the padded keys of self-attention, whether a mask lets a row see
-later keys) is reduced block by block first.
+the whole `(b, heads, queries, keys)` ones. The attention dropout drops entries by a hash of
+their positions (`position_dropout`), so that a recomputed block drops what it dropped. Masks
+given as vectors (the query and key padding, the causal mask) are made per block; an
+`attention_mask` is read per block. What the whole path reads from the whole mask (the padded
+keys of self-attention, whether a mask lets a row see later keys) is reduced block by block
+first.
 """
 
 from __future__ import annotations
