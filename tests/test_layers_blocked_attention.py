@@ -76,9 +76,9 @@ def inputs() -> np.ndarray:
     return np.random.default_rng(1).normal(size=(B, T, D)).astype("float32")
 
 
-MASKINGS = [  # (causal, padded); the quick tier: a padded bidirectional call and a causal one
+MASKINGS = [  # (causal, padded); the quick tier: a padded bidirectional call (causal calls: the tests below)
     pytest.param(False, True, id="bidirectional-padded"),
-    pytest.param(True, False, id="causal"),
+    pytest.param(True, False, id="causal", marks=pytest.mark.slow),
     pytest.param(False, False, id="bidirectional", marks=pytest.mark.slow),
     pytest.param(True, True, id="causal-padded", marks=pytest.mark.slow),
 ]
