@@ -188,17 +188,21 @@ def lean_masked_softmax(scores, keep=None, pads=None):
         weights = masked_softmax(scores, keep, pads)
 
         def gradient(*args, upstream=None):
-            upstream = upstream_gradient(args, upstream)
-            weighted = weights * upstream
-            grad = weighted - weights * keras.ops.sum(weighted, axis=-1, keepdims=True)
-            if pads is None:
-                return grad  # a masked score's weight is 0: so is its gradient
-            # a padded row with no key left is uniform over scores the mask replaced: no gradient
-            return keras.ops.where(keep, grad, keras.ops.zeros_like(grad))
+            # a masked score's weight is 0, so is its gradient; but a padded row with no key left
+            # is uniform over scores the mask replaced: no gradient there
+            return _softmax_gradient(weights, upstream_gradient(args, upstream), None if pads is None else keep)
 
         return weights, gradient
 
     return softmax(scores)
+
+
+def _softmax_gradient(weights, upstream, keep=None):
+    """The softmax's gradient from its output alone, `y * (g - sum(y * g))`, and 0 where `keep`
+    (when given) is False."""
+    weighted = weights * upstream
+    grad = weighted - weights * keras.ops.sum(weighted, axis=-1, keepdims=True)
+    return grad if keep is None else keras.ops.where(keep, grad, keras.ops.zeros_like(grad))
 
 
 def lean_block_softmax(scores, keep=None, pads=None):
@@ -215,10 +219,7 @@ def lean_block_softmax(scores, keep=None, pads=None):
         weights = masked_softmax(scores, keep, pads)
 
         def gradient(*args, upstream=None):
-            upstream = upstream_gradient(args, upstream)
-            weighted = weights * upstream
-            grad = weighted - weights * keras.ops.sum(weighted, axis=-1, keepdims=True)
-            grad = keras.ops.where(keep, grad, keras.ops.zeros_like(grad))  # no gradient through a masked score
+            grad = _softmax_gradient(weights, upstream_gradient(args, upstream), keep)
             return grad, keras.ops.zeros_like(kept), keras.ops.zeros_like(padded)
 
         return weights, gradient
