@@ -13,6 +13,7 @@ from convatt.layers import (
     attention_conv2d,
     relative_position_representation,
 )
+from convatt.layers._utils import SUM_CHUNK, chunk_sums
 from convatt.layers.attention_conv2d import convolve_heads
 from convatt.layers.relative_position_representation import spread_by_distance, sum_by_distance
 from convatt.layers.talking_heads import mix_heads
@@ -56,8 +57,32 @@ def test_conv2d_stencil_equals_the_depthwise_convolution(kernel_size, causal, fu
     _close([keras.ops.convert_to_numpy(by_layer)], value_and_gradients(old, attention, kernel, bias)[:1])
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_row_summed_kernel_gradient_over_keys_longer_than_a_chunk(causal, monkeypatch):
+    """TensorFlow's form sums the key axis in chunks of `SUM_CHUNK` (45 keys: a chunk and a
+    padded one)."""
+    monkeypatch.setattr(attention_conv2d, "kernel_gradient_form", lambda: attention_conv2d.row_summed_kernel_gradient)
+    rng = np.random.default_rng(3)
+    attention, kernel, bias = rng.uniform(-1, 1, size=(2, 2, 6, 45)), rng.normal(size=(2, 2, 9)), rng.normal(size=2)
+    layer = AttentionConv2D(2, kernel_size=(2, 9), activation=None)
+    layer.build((None, 2, 6, 45))
+
+    def new(attention, kernel, bias):
+        return convolve_heads(attention, kernel, bias, layer.activation, causal)
+
+    def old(attention, kernel, bias):
+        return ref.conv2d_depthwise(attention, kernel, bias, causal, None, activation=None)
+
+    for xla in (False, True):
+        _close(
+            value_and_gradients(new, attention, kernel, bias, xla=xla),
+            value_and_gradients(old, attention, kernel, bias),
+        )
+
+
 # (q, k, clip): cross-attention both ways, a cached step's query of 1, lengths 1, clip 0, clip >= the lengths
-SHAW_SHAPES = [(5, 9, 3), (9, 4, 1), (4, 4, 7), (3, 3, 0), (1, 6, 2), (1, 1, 1), (2, 9, 5), (7, 3, 2), (6, 6, 2)]
+# and keys longer than a chunk of the far sums (`chunk_sums`)
+SHAW_SHAPES = [(5, 9, 3), (9, 4, 1), (4, 4, 7), (3, 3, 0), (1, 6, 2), (1, 1, 1), (2, 9, 5), (7, 3, 2), (6, 6, 2), (4, 45, 3)]
 
 
 @pytest.mark.parametrize("q, k, clip", SHAW_SHAPES)
@@ -105,19 +130,57 @@ def test_distance_spreads_and_sums_equal_gathers(q, k, clip, accelerator, monkey
     )
 
 
-def test_talking_heads_mixing_equals_the_einsum():
+@pytest.mark.parametrize("xla", [False, True], ids=["as-run", "xla"])
+def test_talking_heads_mixing_equals_the_einsum(xla):
     rng = np.random.default_rng(7)
     maps, kernel = rng.normal(size=(2, 3, 5, 6)), rng.normal(size=(3, 3))
     _close(
-        value_and_gradients(mix_heads, maps, kernel),
+        value_and_gradients(mix_heads, maps, kernel, xla=xla),
         value_and_gradients(lambda m, w: keras.ops.einsum("bhqk,hg->bgqk", m, w), maps, kernel),
     )
 
 
+def test_talking_heads_mixing_with_the_batch_size_unknown_when_traced():
+    """TensorFlow's per-example kernel gradient needs the batch size; unknown, autodiff's."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("JAX traces every shape")
+    import tensorflow as tf
+
+    rng = np.random.default_rng(8)
+    maps, kernel = rng.normal(size=(2, 3, 5, 6)).astype("float32"), rng.normal(size=(3, 3)).astype("float32")
+
+    @tf.function(input_signature=[tf.TensorSpec((None, 3, 5, 6)), tf.TensorSpec((3, 3))])
+    def step(maps, kernel):
+        with tf.GradientTape() as tape:
+            tape.watch([maps, kernel])
+            total = tf.reduce_sum(mix_heads(maps, kernel) * tf.range(6, dtype="float32"))
+        return tape.gradient(total, [maps, kernel])
+
+    weight = np.broadcast_to(np.arange(6, dtype="float32"), maps.shape)  # d total / d mixed
+    expected = [np.einsum("bgqk,hg->bhqk", weight, kernel), np.einsum("bhqk,bgqk->hg", maps, weight)]
+    _close([t.numpy() for t in step(tf.constant(maps), tf.constant(kernel))], expected)
+
+
+@pytest.mark.parametrize("length", [1, 32, 33, 96, 100])
+def test_chunk_sums_add_up_to_the_sum_of_the_last_axis(length):
+    x = np.random.default_rng(length).normal(size=(2, 3, length))
+    chunks = keras.ops.convert_to_numpy(chunk_sums(keras.ops.convert_to_tensor(x.astype("float32"))))
+    assert chunks.shape == (2, 3, -(-length // SUM_CHUNK) if length > SUM_CHUNK else 1)
+    np.testing.assert_allclose(chunks.sum(-1), x.sum(-1), rtol=1e-5, atol=1e-5)
+    if length > SUM_CHUNK:
+        np.testing.assert_allclose(chunks[..., 0], x[..., :SUM_CHUNK].sum(-1), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "options",
-    [{"relative_position_representation": 3}, {"attention_conv": "2d"}, {"position_interaction": True}],
-    ids=["shaw", "conv2d", "p"],
+    [
+        {"relative_position_representation": 3},
+        {"attention_conv": "2d"},
+        {"attention_conv": "2d", "conv_kernel_size": (2, 9), "conv_before_softmax": True},
+        {"position_interaction": True},
+        {"talking_heads": True},
+    ],
+    ids=["shaw", "conv2d", "mta", "p", "talking-heads"],
 )
 def test_the_layer_under_tensorflows_xla_computes_what_it_computes_without(options):
     """TensorFlow's `jit_compile=True` takes other forms (Shaw's skews): the same outputs and

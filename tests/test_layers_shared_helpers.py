@@ -40,11 +40,13 @@ def test_masked_softmax_weighs_only_the_kept_keys_and_zeroes_fully_masked_rows()
     np.testing.assert_allclose(numpy_of(masked_softmax(scores)), ref.softmax(scores), atol=1e-6)
 
 
+@pytest.mark.parametrize("xla", [False, True], ids=["as-run", "xla"])
 @pytest.mark.parametrize("mask", ["none", "causal", "padding", "pads"])
-def test_the_lean_softmax_has_the_masked_softmaxs_values_and_gradient(mask):
+def test_the_lean_softmax_has_the_masked_softmaxs_values_and_gradient(mask, xla):
     """`MultiHeadAttention`'s softmax: its own gradient (from the weights alone) against
     autodiff's of `masked_softmax`, a fully masked row among the padding's (with `pads`: a padded
-    row kept whole, uniform over scores the mask replaced, so with no gradient)."""
+    row kept whole, uniform over scores the mask replaced, so with no gradient). It zeroes the
+    masked weights by the softmax's own underflow, the rows with no key by a factor: XLA too."""
     scores = 3 * RNG.normal(size=(2, 3, 5, 6)).astype("float32")
     padding = RNG.random((2, 1, 5, 6)) > 0.4
     padding[1, 0, 2] = False
@@ -52,7 +54,7 @@ def test_the_lean_softmax_has_the_masked_softmaxs_values_and_gradient(mask):
     pads = np.zeros((2, 1, 5, 1), bool)
     pads[1, 0, 2] = pads[0, 0, 4] = True
     pads = pads if mask == "pads" else None
-    lean = value_and_gradients(lambda s: lean_masked_softmax(s, keep[mask], pads), scores)
+    lean = value_and_gradients(lambda s: lean_masked_softmax(s, keep[mask], pads), scores, xla=xla)
     autodiff = value_and_gradients(lambda s: masked_softmax(s, keep[mask], pads), scores)
     for got, expected in zip(lean, autodiff):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)

@@ -164,6 +164,18 @@ def masked_softmax(scores, keep=None, pads=None):
     return weights * keras.ops.cast(keep_rows(keep, pads), weights.dtype)
 
 
+def row_masked_softmax(scores, keep=None, pads=None):
+    """`masked_softmax`'s values, with the masked weights left at the softmax's exact 0 (the
+    exponential of a large negative score underflows) and only the rows with no key left set
+    to 0, by a factor per row: XLA then makes the weights in the softmax's own pass, where
+    multiplying by the whole mask kept a second attention matrix (an extra pass each way)."""
+    if keep is None:
+        return softmax_float32(scores)
+    scores = keras.ops.where(keep, scores, keras.ops.cast(large_negative(scores.dtype), scores.dtype))
+    any_key = keras.ops.any(keep_rows(keep, pads), axis=-1, keepdims=True)
+    return softmax_float32(scores) * keras.ops.cast(any_key, scores.dtype)
+
+
 def keep_rows(keep, pads=None):
     """`keep` or-ed with the padded query rows `pads` (their whole rows kept; None: none)."""
     return keep if pads is None else keras.ops.logical_or(keep, pads)
@@ -185,7 +197,7 @@ def lean_masked_softmax(scores, keep=None, pads=None):
 
     @keras.ops.custom_gradient
     def softmax(scores):
-        weights = masked_softmax(scores, keep, pads)
+        weights = row_masked_softmax(scores, keep, pads)
 
         def gradient(*args, upstream=None):
             # a masked score's weight is 0, so is its gradient; but a padded row with no key left
@@ -205,6 +217,29 @@ def _softmax_gradient(weights, upstream, keep=None):
     return grad if keep is None else keras.ops.where(keep, grad, keras.ops.zeros_like(grad))
 
 
+SUM_CHUNK = 32
+"""`chunk_sums`' chunk: XLA's CPU compiler splits a longer sum into windows of 32 first (a
+`reduce-window`), which takes no fused product in: it then writes the product out whole."""
+
+
+def chunk_sums(x):
+    """The sums of `x`'s last axis in chunks of `SUM_CHUNK` (zeros padded to a whole chunk):
+    `(..., n)` -> `(..., ceil(n / SUM_CHUNK))`; `(..., 1)`, the whole sum, where the axis is
+    not longer than a chunk or its length unknown when traced. XLA fuses a product into these
+    sums, where a sum of the whole axis had it write the product out and read it back (on a
+    CPU); sum several products' chunk sums together (stacked) so that XLA keeps them apart:
+    merged into one long sum again, each ran 2x slower."""
+    length = x.shape[-1]
+    if length is None or length <= SUM_CHUNK:
+        return keras.ops.sum(x, axis=-1, keepdims=True)
+    lead = keras.ops.shape(x)[:-1]
+    pad = -length % SUM_CHUNK
+    if pad:
+        x = keras.ops.pad(x, [[0, 0]] * (len(x.shape) - 1) + [[0, pad]])
+    chunks = (length + pad) // SUM_CHUNK
+    return keras.ops.reshape(keras.ops.sum(keras.ops.reshape(x, (-1, chunks, SUM_CHUNK)), axis=-1), (*lead, chunks))
+
+
 def lean_block_softmax(scores, keep=None, pads=None):
     """`lean_masked_softmax` for a recomputed block (`keras.remat`): the masks are arguments of
     the custom gradient, as floats, not closed over (a recomputation traces the block again, and
@@ -216,7 +251,7 @@ def lean_block_softmax(scores, keep=None, pads=None):
     @keras.ops.custom_gradient
     def softmax(scores, kept, padded):
         keep, pads = keras.ops.greater(kept, 0.5), keras.ops.greater(padded, 0.5)
-        weights = masked_softmax(scores, keep, pads)
+        weights = row_masked_softmax(scores, keep, pads)
 
         def gradient(*args, upstream=None):
             grad = _softmax_gradient(weights, upstream_gradient(args, upstream), keep)

@@ -12,6 +12,7 @@ from convatt.layers._utils import (
     check_scores_shape,
     depends_on_gradient,
     on_accelerator,
+    chunk_sums,
     per_head_initializer,
     query_tap_offsets,
     serialized,
@@ -215,8 +216,8 @@ def row_summed_kernel_gradient(x, upstream, row_offsets: list[int], col_offsets:
     rows = []
     for d_row, scale in zip(row_offsets, row_scales):
         band = padded[:, :, top + d_row : _end(bottom - d_row), :]
-        taps = [ops.sum(band[..., left + d_col : _end(right - d_col)] * upstream, axis=-1) for d_col in col_offsets]
-        sums = ops.stack(taps, axis=-1)  # (batch, heads, query, cols)
+        taps = [chunk_sums(band[..., left + d_col : _end(right - d_col)] * upstream) for d_col in col_offsets]
+        sums = ops.sum(ops.stack(taps, axis=-2), axis=-1)  # (batch, heads, query, cols)
         sums = sums if scale is None else sums * ops.reshape(scale, (-1, 1, 1, 1))
         rows.append(ops.sum(sums, axis=(0, 2)))
     return ops.stack(rows, axis=1)  # (heads, rows, cols)

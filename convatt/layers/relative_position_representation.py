@@ -9,7 +9,7 @@ import keras
 from keras import ops
 
 from convatt.layers._score_bias import query_key_offsets
-from convatt.layers._utils import compiled_by_xla, distinct_initializer, on_accelerator, upstream_gradient
+from convatt.layers._utils import chunk_sums, compiled_by_xla, distinct_initializer, on_accelerator, upstream_gradient
 
 
 def _skew_pays(matrices) -> bool:
@@ -97,8 +97,8 @@ def _sum_by_distance(weights, max_distance: int):
         return ops.sum(weights, axis=-1, keepdims=True)
     distance = _distances(*weights.shape[2:])
     # products with 0/1 masks, not `where`: XLA's CPU reductions take a product in, a select not
-    outer_left = ops.sum(weights * ops.cast(distance <= -k, weights.dtype), axis=-1, keepdims=True)
-    outer_right = ops.sum(weights * ops.cast(distance >= k, weights.dtype), axis=-1, keepdims=True)
+    outer = [chunk_sums(weights * ops.cast(side, weights.dtype)) for side in (distance <= -k, distance >= k)]
+    outer_left, outer_right = ops.split(ops.sum(ops.stack(outer, axis=-1), axis=-2), 2, axis=-1)
     return ops.concatenate([outer_left, _band_by_distance(weights, k), outer_right], axis=-1)
 
 
