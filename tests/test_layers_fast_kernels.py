@@ -82,7 +82,18 @@ def test_row_summed_kernel_gradient_over_keys_longer_than_a_chunk(causal, monkey
 
 # (q, k, clip): cross-attention both ways, a cached step's query of 1, lengths 1, clip 0, clip >= the lengths
 # and keys longer than a chunk of the far sums (`chunk_sums`)
-SHAW_SHAPES = [(5, 9, 3), (9, 4, 1), (4, 4, 7), (3, 3, 0), (1, 6, 2), (1, 1, 1), (2, 9, 5), (7, 3, 2), (6, 6, 2), (4, 45, 3)]
+SHAW_SHAPES = [
+    (5, 9, 3),
+    (9, 4, 1),
+    (4, 4, 7),
+    (3, 3, 0),
+    (1, 6, 2),
+    (1, 1, 1),
+    (2, 9, 5),
+    (7, 3, 2),
+    (6, 6, 2),
+    (4, 45, 3),
+]
 
 
 @pytest.mark.parametrize("q, k, clip", SHAW_SHAPES)

@@ -85,16 +85,17 @@ def test_from_config_round_trip():
     check_clone_computes_the_same(layer, x)
 
 
-@pytest.mark.parametrize("product", [True, False])
-def test_batch_sum_by_product_equals_the_broadcast_add(product, monkeypatch):
+@pytest.mark.parametrize("form", ["batch_sum_by_product", "batch_sum_by_additions", None])
+def test_batch_sum_by_product_equals_the_broadcast_add(form, monkeypatch):
     """`add_summing_batch_by_product`: the values and both gradients of `scores + bias` (the bias's
-    the upstream summed over the batch), with the product (JAX on a CPU; forced on the other
-    backend) and without (autodiff's)."""
+    the upstream summed over the batch), with the product (JAX on a CPU), the additions
+    (TensorFlow with XLA on a CPU; each forced on the other backend) and autodiff's."""
     from kernel_gradients import value_and_gradients
 
     from convatt.layers import _score_bias
 
-    monkeypatch.setattr(_score_bias, "_product_pays", lambda: product)
+    batch_sum = None if form is None else getattr(_score_bias, form)
+    monkeypatch.setattr(_score_bias, "batch_sum_form", lambda scores: batch_sum)
     rng = np.random.default_rng(6)
     scores, bias = rng.normal(size=(3, 2, 4, 5)), rng.normal(size=(2, 4, 5))
     fast = value_and_gradients(_score_bias.add_summing_batch_by_product, scores, bias)
@@ -113,8 +114,9 @@ def _mha_step(layer, causal: bool):
     return step
 
 
+@pytest.mark.parametrize("form", ["batch_sum_by_product", "batch_sum_by_additions"])
 @pytest.mark.parametrize("q, k, causal", [(6, 6, True), (6, 6, False), (5, 7, False), (7, 5, True)])
-def test_multi_head_attention_bias_gradients_by_product_equal_autodiffs(q, k, causal, monkeypatch):
+def test_multi_head_attention_bias_gradients_by_product_equal_autodiffs(q, k, causal, form, monkeypatch):
     """+P+R in `convatt.layers.MultiHeadAttention` sums the biases' gradients over the batch by a
     product: the same outputs and gradients (inputs and every weight) as autodiff's sum (the form
     `SelfAttention` runs); cross-attention, lengths below `max_len`, causal and not."""
@@ -128,7 +130,8 @@ def test_multi_head_attention_bias_gradients_by_product_equal_autodiffs(q, k, ca
     layer.build((2, q, 5), (2, k, 5))
     weights = [rng.normal(size=v.shape).astype("float32") for v in layer.trainable_variables]
     inputs = [rng.normal(size=(2, length, 5)).astype("float32") for length in (q, k)]
-    monkeypatch.setattr(_score_bias, "_product_pays", lambda: True)  # under TensorFlow too
+    batch_sum = getattr(_score_bias, form)
+    monkeypatch.setattr(_score_bias, "batch_sum_form", lambda scores: batch_sum)  # on either backend
     by_product = value_and_gradients(_mha_step(layer, causal), *inputs, *weights)
     monkeypatch.setattr(MultiHeadAttention, "_lean_core", False)
     autodiff = value_and_gradients(_mha_step(layer, causal), *inputs, *weights)

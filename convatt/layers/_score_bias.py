@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from convatt.layers._utils import check_scores_shape, on_accelerator, upstream_gradient
+from convatt.layers._utils import check_scores_shape, compiled_by_xla, on_accelerator, upstream_gradient
 
 
 def query_key_offsets(query_positions, key_len):
@@ -14,28 +14,47 @@ def query_key_offsets(query_positions, key_len):
     return ops.expand_dims(query_positions, 1) - ops.expand_dims(keys, 0)
 
 
-def _product_pays() -> bool:
-    """Whether the batch sum of a bias's gradient is faster as a product: under XLA on a CPU (JAX;
-    TensorFlow runs the layers without XLA on a CPU, where its own sum was as fast: 1.34x / 1.41x
-    Keras' step at length 1,024 with the sum / the product, bidirectional; 1.94x / 1.97x causal)."""
-    return keras.backend.backend() == "jax" and not on_accelerator()
+def batch_sum_by_product(upstream):
+    """`upstream` `(b, h, q, k)` summed over the batch as a matrix product `ones(b) @ upstream`."""
+    return ops.einsum("b,bhqk->hqk", ops.ones_like(upstream[:, 0, 0, 0]), upstream)
+
+
+def batch_sum_by_additions(upstream):
+    """`upstream` `(b, h, q, k)` summed over the batch one example after another (the batch size
+    known when traced)."""
+    return sum((upstream[b] for b in range(1, upstream.shape[0])), upstream[0])
+
+
+def batch_sum_form(scores):
+    """The batch sum of a bias's gradient that pays for `scores`' gradient, or None for autodiff's.
+    On a CPU: under JAX `batch_sum_by_product` (XLA's reduction over the leading axis of the
+    `(2, 4, 1024, 1024)` score gradient took 120-240 ms on the 2-core CPU, the product 3-8 ms;
+    a Keras layer's whole step is 260 ms); under TensorFlow with XLA and the batch size known,
+    `batch_sum_by_additions`, which XLA fuses into the optimizer's update of the bias (its
+    reduction wrote the sum out first: the step of +P+R 1.32-1.39x Keras' layer's, 1.19-1.30x
+    with the additions, length 1,024). On a GPU or TPU, and TensorFlow without XLA (its own
+    sum as fast), autodiff's."""
+    if on_accelerator():
+        return None
+    if keras.backend.backend() == "jax":
+        return batch_sum_by_product
+    if keras.backend.backend() == "tensorflow" and compiled_by_xla() and scores.shape[0] is not None:
+        return batch_sum_by_additions
+    return None
 
 
 def add_summing_batch_by_product(scores, bias):
     """`scores + bias` (`(b, h, q, k)` plus `(h, q, k)`), its gradient for `bias` (the upstream
-    summed over the batch) a matrix product `ones(b) @ upstream` where that pays
-    (`_product_pays`): XLA's CPU reduction over the leading axis of the `(2, 4, 1024, 1024)`
-    score gradient took 120-240 ms (JAX, the 2-core CPU), the product 3-8 ms (a Keras layer's
-    whole step is 260 ms). Elsewhere (a GPU or TPU, TensorFlow) autodiff's sum."""
-    if not _product_pays():
+    summed over the batch) in the form that pays here (`batch_sum_form`), else autodiff's."""
+    batch_sum = batch_sum_form(scores)
+    if batch_sum is None:
         return scores + bias
 
     @ops.custom_gradient
     def add(scores, bias):
         def grad(*args, upstream=None):
             upstream = upstream_gradient(args, upstream)
-            ones = ops.ones_like(upstream[:, 0, 0, 0])  # (batch,), a batch unknown when traced too
-            return upstream, ops.einsum("b,bhqk->hqk", ones, upstream)
+            return upstream, batch_sum(upstream)
 
         return scores + bias, grad
 
@@ -62,8 +81,8 @@ class ScoreBias(keras.layers.Layer):
 
     def add_float32(self, attention_scores, sum_batch_by_product: bool = False):
         """`attention_scores + bias`, computed and returned in float32; with `sum_batch_by_product`,
-        the bias's gradient summed over the batch by a matrix product where that pays (JAX on a
-        CPU: `add_summing_batch_by_product`; `MultiHeadAttention`'s; the same values, the sum in
+        the bias's gradient summed over the batch in the form that pays (on a CPU:
+        `add_summing_batch_by_product`; `MultiHeadAttention`'s; the same values, the sum in
         another order)."""
         check_scores_shape(self.name, attention_scores.shape, self.num_heads, self.max_len)
         shape = ops.shape(attention_scores)

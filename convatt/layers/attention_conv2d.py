@@ -10,9 +10,9 @@ from keras import ops
 from convatt.layers._options import check_kernel_size
 from convatt.layers._utils import (
     check_scores_shape,
+    chunk_sums,
     depends_on_gradient,
     on_accelerator,
-    chunk_sums,
     per_head_initializer,
     query_tap_offsets,
     serialized,
