@@ -225,12 +225,12 @@ SUM_CHUNK = 32
 def chunk_sums(x):
     """The sums of `x`'s last axis in chunks of `SUM_CHUNK` (zeros padded to a whole chunk):
     `(..., n)` -> `(..., ceil(n / SUM_CHUNK))`; `(..., 1)`, the whole sum, where the axis is
-    not longer than a chunk or its length unknown when traced. XLA fuses a product into these
-    sums, where a sum of the whole axis had it write the product out and read it back (on a
-    CPU); sum several products' chunk sums together (stacked) so that XLA keeps them apart:
-    merged into one long sum again, each ran 2x slower."""
+    not longer than a chunk, its length unknown when traced, or TensorFlow without XLA (each op
+    run alone). XLA fuses a product into these sums, where a sum of the whole axis had it write
+    the product out and read it back (on a CPU); sum several products' chunk sums together
+    (stacked) so that XLA keeps them apart: merged into one long sum again, each ran 2x slower."""
     length = x.shape[-1]
-    if length is None or length <= SUM_CHUNK:
+    if length is None or length <= SUM_CHUNK or not compiled_by_xla():
         return keras.ops.sum(x, axis=-1, keepdims=True)
     lead = keras.ops.shape(x)[:-1]
     pad = -length % SUM_CHUNK

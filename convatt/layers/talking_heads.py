@@ -7,23 +7,29 @@ from typing import Any
 import keras
 from keras import ops
 
-from convatt.layers._utils import check_scores_shape, on_accelerator, serialized, upstream_gradient
+from convatt.layers._utils import (
+    check_scores_shape,
+    compiled_by_xla,
+    on_accelerator,
+    serialized,
+    upstream_gradient,
+)
 
 
 def mix_heads(maps, kernel):
     """`out[b, g, q, k] = sum_h maps[b, h, q, k] * kernel[h, g]` as one batched matrix product
     per example, `kernel^T (heads, heads) @ maps (heads, q * k)`: every operand and the result
     in their own layout (the einsum `bhqk,hg->bgqk` made XLA move the heads last and back, a
-    copy of the maps each way, in both passes). Under TensorFlow on a CPU, with the batch size
-    known when traced, the kernel's gradient is a sum of one plain matrix product per example
-    (`per_example_kernel_gradient`; under JAX it kept one attention matrix more, for the same
-    time).
+    copy of the maps each way, in both passes). Under TensorFlow with XLA on a CPU, with the
+    batch size known when traced, the kernel's gradient is a sum of one plain matrix product
+    per example (`per_example_kernel_gradient`; under JAX it kept one attention matrix more,
+    for the same time).
 
     Args:
         maps: `(batch, heads, query_len, key_len)`.
         kernel: `(heads, heads)` indexed `[input_head, output_head]`, in `maps`' dtype.
     """
-    if maps.shape[0] is None or on_accelerator() or keras.backend.backend() != "tensorflow":
+    if maps.shape[0] is None or on_accelerator() or keras.backend.backend() != "tensorflow" or not compiled_by_xla():
         return _batched_mix(maps, kernel)
 
     @ops.custom_gradient
