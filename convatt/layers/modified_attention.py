@@ -48,7 +48,7 @@ class ModifiedAttention:
     _lean_core = False
     """Whether the attention takes the forms rewritten for speed and memory: in the core, those
     that keep less for the backward pass or sum faster (`_scaled_scores`, `lean_masked_softmax`,
-    the score biases' gradients summed over the batch by a product where that pays); in the
+    the score biases' gradients summed over the batch in the form that pays); in the
     modifications, +Conv2d's shifted multiply-adds (`AttentionConv2D.convolve_float32`), the
     talking heads' batched matrix product (`TalkingHeadsProjection`) and Shaw's skews under
     XLA (`RelativePositionRepresentation.add_float32`). The same values to float rounding,
