@@ -38,7 +38,7 @@ def batch_sum_form(scores):
         return None
     if keras.backend.backend() == "jax":
         return batch_sum_by_product
-    if keras.backend.backend() == "tensorflow" and compiled_by_xla() and scores.shape[0] is not None:
+    if compiled_by_xla() and scores.shape[0] is not None:  # TensorFlow's XLA (JAX returned above)
         return batch_sum_by_additions
     return None
 
