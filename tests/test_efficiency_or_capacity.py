@@ -49,11 +49,13 @@ def test_ud_continue_follows_the_papers_protocol_from_ud_alls_runs(tmp_path):
     assert [c["--out"] for c in scratch] == [f"{runs}/ud/UD_English-GUM/san-pe-add-conv2d/seed1"]
 
 
-def _ud_run(root: Path, where: str, variant: str, seed: int, test: float, started_from: dict | None = None) -> None:
+def _ud_run(
+    root: Path, where: str, variant: str, seed: int, test: float, started_from: dict | None = None, dev=(0.8, 0.9)
+) -> None:
     """A finished synthetic tagging run at root/where, moved there from write_run's layout."""
     import json
 
-    made = write_run(root / "made", variant, seed, [0.8, 0.9], [0.85], preset="ud", corpus="English-GUM", test_all=test)
+    made = write_run(root / "made", variant, seed, list(dev), [0.85], preset="ud", corpus="English-GUM", test_all=test)
     result = json.loads((made / "result.json").read_text())
     result["started_from"] = started_from or {}
     (made / "result.json").write_text(json.dumps(result))
@@ -91,6 +93,19 @@ def test_the_page_says_the_gain_with_its_interval_and_which_runs_are_missing(tmp
     assert "ud/UD_English-GUM/san-pe-add-conv2d/seed1 (missing)" in text  # the from-scratch reference
     # provenance: the finished runs' commits, backends, machines, per setting
     assert "| ud | SAN+PE[add]+Conv2d, converted | 3 | " in text
+
+
+def test_the_dev_figure_shows_the_from_scratch_peak_and_the_continued_runs_whole(tmp_path):
+    from convatt.results.continuation import expected_runs, figure, read_state
+
+    start = {"source_commit": "abc1234", "dev_at_start": 0.9, "start_step": 2}
+    _ud_run(tmp_path, "ud-continued/UD_English-GUM/san-pe-add/seed1", "san-pe-add", 1, 0.9, start, dev=(0.88, 0.9))
+    _ud_run(tmp_path, "ud/UD_English-GUM/san-pe-add-conv2d/seed1", "san-pe-add-conv2d", 1, 0.95, dev=(0.3, 0.97))
+    states = [read_state(e) for e in expected_runs(tmp_path / "lm", tmp_path, ["UD_English-GUM"], seeds=(1,))]
+    (ax,) = [a for a in figure(states).axes if a.get_title() == "English-GUM"]
+    low, high = ax.get_ylim()
+    assert high >= 97 and low <= 88  # the from-scratch peak and every continued value inside
+    assert low > 30  # the from-scratch run's first epoch is left out, as the sources' are
 
 
 @pytest.mark.parametrize(

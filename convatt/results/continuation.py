@@ -347,18 +347,22 @@ def _plot_run(ax, state: RunState, task: str, states: list[RunState]) -> None:
 
 
 def _zoom(ax, task: str, states: list[RunState]) -> None:
-    """The range where the continued runs are (the sources' first epochs lie far off)."""
+    """The range where the continued runs are (the sources' first epochs lie far off), widened to
+    the from-scratch runs' best values (their first epochs lie far off too)."""
+    continued, scratch = _dev_values(task, states, CONTINUED), _dev_values(task, states, SCRATCH)
+    if not continued:
+        return
+    if task == "charlm":  # bits: lower is better
+        ax.set_ylim(min(continued + scratch) - 0.1, max(continued) + 0.4)
+    else:
+        ax.set_ylim(min(continued) - 3, max(continued + scratch) + 1)
+
+
+def _dev_values(task: str, states: list[RunState], role: str) -> list[float]:
+    """The dev values (bits per character, or accuracy in %) of the runs of `role`."""
     column = DEV_BITS_COLUMN if task == "charlm" else "dev_accuracy"
-    values = [
-        v
-        for s in states
-        if s.expected.role == CONTINUED and column in s.history
-        for v in (s.history[column] if task == "charlm" else 100 * s.history[column])
-    ]
-    if values and task == "charlm":
-        ax.set_ylim(min(values) - 0.1, max(values) + 0.4)
-    elif values:
-        ax.set_ylim(min(values) - 3, max(values) + 1)
+    scale = 1 if task == "charlm" else 100
+    return [scale * v for s in states if s.expected.role == role and column in s.history for v in s.history[column]]
 
 
 def figure(states: list[RunState]):
