@@ -87,7 +87,7 @@ def test_from_config_round_trip():
 
 @pytest.mark.parametrize("form", ["batch_sum_by_product", "batch_sum_by_additions", None])
 def test_batch_sum_by_product_equals_the_broadcast_add(form, monkeypatch):
-    """`add_summing_batch_by_product`: the values and both gradients of `scores + bias` (the bias's
+    """`add_with_fast_batch_sum`: the values and both gradients of `scores + bias` (the bias's
     the upstream summed over the batch), with the product (JAX on a CPU), the additions
     (TensorFlow with XLA on a CPU; each forced on the other backend) and autodiff's."""
     from kernel_gradients import value_and_gradients
@@ -98,7 +98,7 @@ def test_batch_sum_by_product_equals_the_broadcast_add(form, monkeypatch):
     monkeypatch.setattr(_score_bias, "batch_sum_form", lambda scores: batch_sum)
     rng = np.random.default_rng(6)
     scores, bias = rng.normal(size=(3, 2, 4, 5)), rng.normal(size=(2, 4, 5))
-    fast = value_and_gradients(_score_bias.add_summing_batch_by_product, scores, bias)
+    fast = value_and_gradients(_score_bias.add_with_fast_batch_sum, scores, bias)
     plain = value_and_gradients(lambda s, b: s + b, scores, bias)
     for new, old in zip(fast, plain, strict=True):
         np.testing.assert_allclose(new, old, rtol=1e-6, atol=1e-6)

@@ -43,7 +43,7 @@ def batch_sum_form(scores):
     return None
 
 
-def add_summing_batch_by_product(scores, bias):
+def add_with_fast_batch_sum(scores, bias):
     """`scores + bias` (`(b, h, q, k)` plus `(h, q, k)`), its gradient for `bias` (the upstream
     summed over the batch) in the form that pays here (`batch_sum_form`), else autodiff's."""
     batch_sum = batch_sum_form(scores)
@@ -79,16 +79,16 @@ class ScoreBias(keras.layers.Layer):
         if input_shape is not None:
             check_scores_shape(self.name, input_shape, self.num_heads, self.max_len)
 
-    def add_float32(self, attention_scores, sum_batch_by_product: bool = False):
-        """`attention_scores + bias`, computed and returned in float32; with `sum_batch_by_product`,
+    def add_float32(self, attention_scores, fast_batch_sum: bool = False):
+        """`attention_scores + bias`, computed and returned in float32; with `fast_batch_sum`,
         the bias's gradient summed over the batch in the form that pays (on a CPU:
-        `add_summing_batch_by_product`; `MultiHeadAttention`'s; the same values, the sum in
+        `add_with_fast_batch_sum`; `MultiHeadAttention`'s; the same values, the sum in
         another order)."""
         check_scores_shape(self.name, attention_scores.shape, self.num_heads, self.max_len)
         shape = ops.shape(attention_scores)
         bias = self.bias_float32(shape[-2], shape[-1])
-        if sum_batch_by_product:
-            return add_summing_batch_by_product(ops.cast(attention_scores, "float32"), bias)
+        if fast_batch_sum:
+            return add_with_fast_batch_sum(ops.cast(attention_scores, "float32"), bias)
         return ops.cast(attention_scores, "float32") + bias
 
     def bias_at(self, query_positions, key_len):

@@ -212,7 +212,7 @@ def _identity_conv(layer, sublayer, causal: bool) -> None:
 def _add(layer, sublayer, scores, context):
     if context.positions is not None:
         return scores + sublayer.bias_at(_at_least_0(context.positions), ops.shape(scores)[-1])
-    return sublayer.add_float32(scores, sum_batch_by_product=layer._lean_core)
+    return sublayer.add_float32(scores, fast_batch_sum=layer._lean_core)
 
 
 def _add_with_query(layer, sublayer, scores, context):
