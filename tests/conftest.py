@@ -65,6 +65,14 @@ def tiny_runs(tmp_path_factory) -> Path:
     return built_once(tmp_path_factory, "runs", builds)
 
 
+@pytest.fixture(scope="session")
+def tiny_plain_runs(tmp_path_factory) -> Path:
+    """`tiny_runs`' root with its SAN+PE[add] runs alone built (both seeds), for the tests that
+    start from them: half the training where the other variant's runs are not needed."""
+    builds = {f"ptb/san-pe-add/seed{seed}": _tiny_run("san-pe-add", seed) for seed in TINY_SEEDS}
+    return built_once(tmp_path_factory, "runs", builds)
+
+
 def _small_run(out: Path) -> None:
     from convatt.training.trainer import train_run
 

@@ -104,17 +104,17 @@ def test_a_variant_with_no_start_at_identity_is_refused(source, target, says):
     assert variant_refusal(VARIANTS[source], VARIANTS[source]) is None
 
 
-def _from_run(tiny_runs: Path, out: Path, variant: str = "san-pe-add-conv2d", **changes):
-    source = str(tiny_runs / "ptb" / "san-pe-add" / "seed1")
+def _from_run(tiny_plain_runs: Path, out: Path, variant: str = "san-pe-add-conv2d", **changes):
+    source = str(tiny_plain_runs / "ptb" / "san-pe-add" / "seed1")
     return tiny_options(out, variant, **{"start_from": source, **changes})
 
 
-def test_a_tagger_started_from_a_run_records_it_and_starts_where_it_ended(tiny_runs, tmp_path):
+def test_a_tagger_started_from_a_run_records_it_and_starts_where_it_ended(tiny_plain_runs, tmp_path):
     from convatt.rundir.reading import read_run
     from convatt.training.trainer import train_run
 
-    source = tiny_runs / "ptb" / "san-pe-add" / "seed1"
-    result = train_run(_from_run(tiny_runs, tmp_path / "run", epochs=1), log=lambda line: None)
+    source = tiny_plain_runs / "ptb" / "san-pe-add" / "seed1"
+    result = train_run(_from_run(tiny_plain_runs, tmp_path / "run", epochs=1), log=lambda line: None)
     started = result["started_from"]
     source_result = json.loads((source / "result.json").read_text())
     assert started["path"] == str(source.resolve()) and started["variant"] == "san-pe-add"
@@ -149,13 +149,15 @@ def test_a_causal_lm_started_from_a_run_learns_and_resumes_without_its_source(tm
     assert resumed["test"] == pytest.approx(whole["test"]) and resumed["started_from"] == whole["started_from"]
 
 
-def test_resuming_with_another_from_names_the_option(tiny_runs, tmp_path):
+def test_resuming_with_another_from_names_the_option(tiny_plain_runs, tmp_path):
     from convatt.training.trainer import train_run
 
     started = tmp_path / "run"  # a run that has written its config.json (as a killed one has)
     started.mkdir()
-    _from_run(tiny_runs, started, epochs=1).save(started)
-    other = _from_run(tiny_runs, started, epochs=1, start_from=str(tiny_runs / "ptb" / "san-pe-add" / "seed2"))
+    _from_run(tiny_plain_runs, started, epochs=1).save(started)
+    other = _from_run(
+        tiny_plain_runs, started, epochs=1, start_from=str(tiny_plain_runs / "ptb" / "san-pe-add" / "seed2")
+    )
     with pytest.raises(ConvattError, match="--from .*seed1"):
         train_run(other, log=lambda line: None)
 
@@ -174,28 +176,35 @@ def _copy(run: Path, to: Path) -> Path:
     return to
 
 
-def test_runs_it_cannot_start_from_are_refused_before_anything_is_written(tiny_runs, tmp_path):
+def _relabelled(runs: Path, out: Path, **config_changes) -> Path:
+    """A copy of the SAN+PE[add] seed-1 run whose config.json says `config_changes` (its refusals
+    read the config before any weight)."""
+    run = _copy(runs / "ptb" / "san-pe-add" / "seed1", out)
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, **config_changes}))
+    return run
+
+
+def test_runs_it_cannot_start_from_are_refused_before_anything_is_written(tiny_plain_runs, tmp_path):
     out = tmp_path / "run"
     assert "give other vocabularies (ambiguous, chars, tags, words)" in _refusal(
-        _from_run(tiny_runs, out, limit=100), out
+        _from_run(tiny_plain_runs, out, limit=100), out
     )
-    conv2d = str(tiny_runs / "ptb" / "san-pe-add-conv2d" / "seed1")
-    dropped = _refusal(_from_run(tiny_runs, out, "san-pe-add", start_from=conv2d), out)
+    conv2d = str(_relabelled(tiny_plain_runs, tmp_path / "conv2d", variant="san-pe-add-conv2d"))
+    dropped = _refusal(_from_run(tiny_plain_runs, out, "san-pe-add", start_from=conv2d), out)
     assert "it changes attention_conv ('2d' -> None)" in dropped
-    tagging_ud = _copy(tiny_runs / "ptb" / "san-pe-add" / "seed1", tmp_path / "ud")
-    config = json.loads((tagging_ud / "config.json").read_text())
-    (tagging_ud / "config.json").write_text(json.dumps({**config, "preset": "ud"}))
-    assert "another preset (ud, not ptb)" in _refusal(_from_run(tiny_runs, out, start_from=str(tagging_ud)), out)
-    other_network = _refusal(_from_run(tiny_runs, out, mask_padding=True), out)
+    tagging_ud = _relabelled(tiny_plain_runs, tmp_path / "ud", preset="ud")
+    assert "another preset (ud, not ptb)" in _refusal(_from_run(tiny_plain_runs, out, start_from=str(tagging_ud)), out)
+    other_network = _refusal(_from_run(tiny_plain_runs, out, mask_padding=True), out)
     assert "the network differs from this run's in mask_padding (False -> True)" in other_network
-    unfinished = _copy(tiny_runs / "ptb" / "san-pe-add" / "seed1", tmp_path / "unfinished")
+    unfinished = _copy(tiny_plain_runs / "ptb" / "san-pe-add" / "seed1", tmp_path / "unfinished")
     (unfinished / "result.json").unlink()
-    assert "has not finished" in _refusal(_from_run(tiny_runs, out, start_from=str(unfinished)), out)
-    assert "not found" in _refusal(_from_run(tiny_runs, out, start_from=str(tmp_path / "nowhere")), out)
+    assert "has not finished" in _refusal(_from_run(tiny_plain_runs, out, start_from=str(unfinished)), out)
+    assert "not found" in _refusal(_from_run(tiny_plain_runs, out, start_from=str(tmp_path / "nowhere")), out)
 
 
-def test_the_command_line_refuses_in_one_line(tiny_runs, tmp_path):
-    source = tiny_runs / "ptb" / "san-pe-add-conv2d" / "seed1"
+def test_the_command_line_refuses_in_one_line(tiny_plain_runs, tmp_path):
+    source = _relabelled(tiny_plain_runs, tmp_path / "conv2d", variant="san-pe-add-conv2d")
     command = tiny_command(tmp_path / "run", variant="san-pe-add") + ["--from", str(source)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "Traceback" not in done.stderr
