@@ -12,6 +12,7 @@ from convatt.layers import (
     RelativePositionRepresentation,
     attention_conv2d,
     relative_position_representation,
+    talking_heads,
 )
 from convatt.layers._utils import SUM_CHUNK, chunk_sums
 from convatt.layers.attention_conv2d import convolve_heads
@@ -141,8 +142,12 @@ def test_distance_spreads_and_sums_equal_gathers(q, k, clip, accelerator, monkey
     )
 
 
+@pytest.mark.parametrize("chunk", [None, 7], ids=["whole", "chunks-of-7"])
 @pytest.mark.parametrize("xla", [False, True], ids=["as-run", "xla"])
-def test_talking_heads_mixing_equals_the_einsum(xla):
+def test_talking_heads_mixing_equals_the_einsum(xla, chunk, monkeypatch):
+    """The kernel's gradient per example, in chunks of (query, key) pairs that do not divide 30."""
+    if chunk is not None:
+        monkeypatch.setattr(talking_heads, "KERNEL_GRADIENT_CHUNK", chunk)
     rng = np.random.default_rng(7)
     maps, kernel = rng.normal(size=(2, 3, 5, 6)), rng.normal(size=(3, 3))
     _close(

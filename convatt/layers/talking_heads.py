@@ -21,9 +21,9 @@ def mix_heads(maps, kernel):
     per example, `kernel^T (heads, heads) @ maps (heads, q * k)`: every operand and the result
     in their own layout (the einsum `bhqk,hg->bgqk` made XLA move the heads last and back, a
     copy of the maps each way, in both passes). Under TensorFlow with XLA on a CPU, with the
-    batch size known when traced, the kernel's gradient is a sum of one plain matrix product
-    per example (`per_example_kernel_gradient`; under JAX it kept one attention matrix more,
-    for the same time).
+    batch size known when traced, the kernel's gradient is a sum of plain matrix products, one
+    per example and chunk of (query, key) pairs (`per_example_kernel_gradient`; under JAX it
+    kept one attention matrix more, for the same time).
 
     Args:
         maps: `(batch, heads, query_len, key_len)`.
@@ -51,16 +51,28 @@ def _batched_mix(maps, kernel):
     return ops.reshape(ops.matmul(mixing, flat), shape)
 
 
+KERNEL_GRADIENT_CHUNK = 1 << 18
+"""`per_example_kernel_gradient`'s columns per product: XLA's CPU product of `(heads, n) @ (n,
+heads)` slowed with `n` (the two `(2, 4, 4096, 4096)` maps: 429 ms as one product per example,
+92 ms in chunks of 2^18; 16 / 12 ms at 1,024)."""
+
+
 def per_example_kernel_gradient(maps, upstream):
-    """`d[h, g] = sum_{b, q, k} maps[b, h, q, k] * upstream[b, g, q, k]` as a sum over the batch of
-    plain matrix products `(heads, q * k) @ (q * k, heads)`. XLA's CPU code ran the batched
-    product (autodiff's) or a fused multiply-and-sum 2-4x slower: a product of two whole
-    attention matrices into 16 numbers (at length 1,024 the talking heads' step 2.0-2.3x
-    Keras' layer's under TensorFlow with XLA, 1.6x with these products). `maps`' batch size
-    must be known when traced."""
+    """`d[h, g] = sum_{b, q, k} maps[b, h, q, k] * upstream[b, g, q, k]` as a sum of plain matrix
+    products `(heads, n) @ (n, heads)`, one per example and chunk of `KERNEL_GRADIENT_CHUNK`
+    (query, key) pairs. XLA's CPU code ran the batched product (autodiff's) or a fused
+    multiply-and-sum 2-4x slower: a product of two whole attention matrices into 16 numbers (at
+    length 1,024 the talking heads' step 2.0-2.3x Keras' layer's under TensorFlow with XLA, 1.6x
+    with these products). `maps`' batch size must be known when traced."""
     batch, heads = maps.shape[0], maps.shape[1]
     flat_maps, flat_upstream = ops.reshape(maps, (batch, heads, -1)), ops.reshape(upstream, (batch, heads, -1))
-    products = [ops.matmul(flat_maps[b], ops.transpose(flat_upstream[b])) for b in range(batch)]
+    pairs, chunk = flat_maps.shape[-1], KERNEL_GRADIENT_CHUNK
+    chunks = [slice(None)] if pairs is None else [slice(s, s + chunk) for s in range(0, pairs, chunk)]
+    products = [
+        ops.matmul(flat_maps[b, :, part], ops.transpose(flat_upstream[b, :, part]))
+        for b in range(batch)
+        for part in chunks
+    ]
     return sum(products[1:], products[0])
 
 
