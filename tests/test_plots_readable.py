@@ -288,6 +288,7 @@ def test_the_learning_curves_notebooks_figures_read_cleanly(tmp_path, monkeypatc
         assert "2 seeds: too few" in fig.get_suptitle()
 
 
+@pytest.mark.slow  # five tiny UD runs trained, then the notebook; make test: the test above's notebook
 def test_the_inspect_notebooks_figures_fit_their_text(tiny_ud_runs, tmp_path, monkeypatch):
     figures = notebook_figures("inspect", tmp_path, monkeypatch, RUNS=str(tiny_ud_runs))
     assert len(figures) == 2  # entropy by layer; A^p beside the PE similarity
