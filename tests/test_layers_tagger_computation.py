@@ -13,7 +13,8 @@ equal bit for bit: `MultiHeadAttention` may take any faster form, the tagger's `
 only 7af1535's operations (or a change to them that re-runs the results tables).
 
 Under `make test` the file runs under TensorFlow and, as a `test_layers_*` file, again under
-JAX (the tagger compiled by XLA there). The variants of `DenserSelfAttention` (+Denser) are
+JAX (the tagger compiled by XLA there) for the variants whose attention differs; `make test-all`
+runs every variant under both. The variants of `DenserSelfAttention` (+Denser) are
 not here: they use no `SelfAttention`.
 """
 
@@ -43,6 +44,14 @@ TINY = dict(word_dim=8, char_dim=4, char_filters=8, max_len=12, max_word_len=6, 
 SIZES = (40, 12, 7, 60)  # words, chars, labels, surface forms
 STEPS, BATCH = 4, 6
 TAGGER_VARIANTS = [name for name, variant in VARIANTS.items() if variant.attention != "denser"]
+# Under JAX, make test trains the variants whose attention differs; the slow tier the rest: plain
+# attention with other inputs (PE, sinusoids), +P and +R alone (san-p-r has both), a 2x9 kernel.
+JAX_SLOW_TIER = {"san", "san-pe-con", "san-pe-add", "san-p", "san-r", "san-sin-add", "san-pe-add-conv2d-2x9"}
+
+
+def _tagger_variants() -> list:
+    jax = keras.backend.backend() == "jax"
+    return [pytest.param(v, marks=pytest.mark.slow) if jax and v in JAX_SLOW_TIER else v for v in TAGGER_VARIANTS]
 
 
 def _train(variant: str, attention_class, monkeypatch) -> tuple[list[float], dict[str, bytes], int]:
@@ -62,7 +71,7 @@ def _train(variant: str, attention_class, monkeypatch) -> tuple[list[float], dic
     return losses, {w.path: keras.ops.convert_to_numpy(w).tobytes() for w in model.weights}, len(layers)
 
 
-@pytest.mark.parametrize("variant", TAGGER_VARIANTS)
+@pytest.mark.parametrize("variant", _tagger_variants())
 def test_the_tagger_trains_the_bits_of_7af1535s_attention(variant, monkeypatch):
     losses, weights, layers = _train(variant, SelfAttention, monkeypatch)
     expected_losses, expected_weights, reference_layers = _train(variant, ReferenceSelfAttention, monkeypatch)
