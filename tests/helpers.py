@@ -168,3 +168,19 @@ def lock_held(path: Path, holder: str, seconds: int = 600):
     finally:
         process.kill()
         process.wait()
+
+
+def skip_where_keras_is_older_than_the_saver(path: Path) -> None:
+    """Skip where the installed Keras is older than the one that saved the `.keras` file `path`:
+    an older Keras refuses config keys a newer one writes (e.g. Keras 3.15's `quantization_config`
+    of `Embedding`), Keras' own behaviour (docs/layers.md, "Keras versions")."""
+    import json
+    import zipfile
+
+    import keras
+    from packaging.version import Version
+
+    with zipfile.ZipFile(path) as archive:
+        saved_by = json.loads(archive.read("metadata.json"))["keras_version"]
+    if Version(keras.version()) < Version(saved_by):
+        pytest.skip(f"{path.name} was saved by Keras {saved_by}; Keras {keras.version()} refuses its newer keys")

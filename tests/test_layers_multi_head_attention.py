@@ -12,9 +12,11 @@ import keras
 import layer_references as ref
 import numpy as np
 import pytest
+from helpers import skip_where_keras_is_older_than_the_saver
 from layer_harness import randomize, run_layer_test, to_numpy
 
 from convatt.layers import AttentionConv1D, AttentionConv2D, MultiHeadAttention, SelfAttention
+from convatt.layers import _keras_compat as keras_compat
 
 B, T, D, H, K = 2, 12, 8, 2, 4
 DATA = Path(__file__).parent / "data"
@@ -426,6 +428,7 @@ def test_a_model_saved_by_convatt_0_1_0_loads(name):
     if name == "keras_hub_blocks":
         pytest.importorskip("keras_hub")
         import convatt.layers.keras_hub_blocks  # noqa: F401 (registers the blocks)
+    skip_where_keras_is_older_than_the_saver(DATA / f"{name}_0.1.0.keras")
     data = dict(np.load(DATA / f"{name}_0.1.0.npz"))
     model = keras.models.load_model(DATA / f"{name}_0.1.0.keras")
     outputs = data.pop("outputs")
@@ -450,22 +453,25 @@ def attention_calls(monkeypatch) -> list:
     return calls
 
 
-def test_a_plain_causal_call_takes_keras_fused_causal_path(attention_calls):
-    """No modification, `use_causal_mask=True` and no other mask: the backend's attention with
-    `is_causal=True` and no mask tensor, as in Keras' own layer."""
+def test_a_plain_causal_call_calls_the_backend_as_keras_layer_does(attention_calls):
+    """No modification, `use_causal_mask=True` and no other mask: the backend's attention called as
+    Keras' own layer calls it: `is_causal=True` and no mask tensor where Keras has the fused causal
+    kernel (3.15+), the causal mask as a tensor before."""
     x = inputs(1)
     for layer in (keras.layers.MultiHeadAttention(H, K), MultiHeadAttention(H, K)):
         layer(x, x, use_causal_mask=True)
-    assert attention_calls == [(True, None), (True, None)]
+    (their_causal, their_mask), (our_causal, our_mask) = attention_calls
+    assert our_causal == their_causal and (our_mask is None) == (their_mask is None)
+    assert (our_mask is None) == keras_compat.FUSED_CAUSAL
     MultiHeadAttention(H, K)(x, x, use_causal_mask=True, attention_mask=np.ones((B, T, T), bool))
-    assert attention_calls[-1][0] is False and attention_calls[-1][1] is not None
+    assert not attention_calls[-1][0] and attention_calls[-1][1] is not None
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 def test_the_temperature_alone_is_keras_attention_on_scaled_projections(causal, attention_calls):
     """Each head's temperature scales its queries, keys and values: the layer equals Keras' layer
     with those scales in its projections' weights, through Keras' own attention call (the
-    backend's fused kernel where there is one), with no mask tensor for a causal call."""
+    backend's fused kernel where there is one), called as Keras' layer calls it."""
     x = inputs(1)
     ours, theirs = built(ALONE["Temp"]), keras.layers.MultiHeadAttention(H, K)
     theirs(x, x)
@@ -475,8 +481,10 @@ def test_the_temperature_alone_is_keras_attention_on_scaled_projections(causal, 
         weights[index + 1] = weights[index + 1] * gamma[row][:, None]
     theirs.set_weights(weights)
     got = to_numpy(ours(x, x, use_causal_mask=causal))[0]
-    assert attention_calls[-1][0] is causal and attention_calls[-1][1] is None
-    np.testing.assert_allclose(got, to_numpy(theirs(x, x, use_causal_mask=causal))[0], atol=1e-5)
+    expected = to_numpy(theirs(x, x, use_causal_mask=causal))[0]
+    (our_causal, our_mask), (their_causal, their_mask) = attention_calls[-2:]
+    assert our_causal == their_causal and (our_mask is None) == (their_mask is None)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
     with_scores, _ = to_numpy(ours(x, x, use_causal_mask=causal, return_attention_scores=True))  # convatt's path
     np.testing.assert_allclose(with_scores, got, atol=1e-5)
 

@@ -43,6 +43,7 @@ from typing import Any
 
 from keras import ops
 
+from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._utils import causal_keep
 from convatt.layers.attention_conv2d import kernel_pair
 from convatt.layers.modifications import AttentionContext
@@ -101,10 +102,10 @@ def _check(layer, cache, cache_update_index, query_position, query_cache) -> Non
             f"{layer.name}: {names} needs a `cache`; received cache=None, "
             f"cache_update_index={cache_update_index}, query_position={query_position}."
         )
-    if layer._value_dim != layer._key_dim:
+    if layer.value_dim != layer.key_dim:
         raise ValueError(
             f"{layer.name}: a cache needs value_dim == key_dim (as KerasHub's); "
-            f"received value_dim={layer._value_dim}, key_dim={layer._key_dim}."
+            f"received value_dim={layer.value_dim}, key_dim={layer.key_dim}."
         )
     cross = query_position is not None
     slots = cache_slots(layer, cross)
@@ -243,7 +244,7 @@ def cached_call(
     updated `query_cache` last where one was given."""
     _check(layer, cache, cache_update_index, query_position, query_cache)
     in_bounds = _bounds(layer, query, cache, cache_update_index, query_position, query_cache)
-    query_proj = layer._query_dense(query)
+    query_proj = layer.query_dense(query)
     cache, query_cache = _written(
         layer, query_proj, value if key is None else key, value, cache, cache_update_index, query_position, query_cache
     )
@@ -256,7 +257,7 @@ def cached_call(
         output, attention = layer._compute_attention(
             query_proj, cache[:, KEYS, ...], cache[:, VALUES, ...], mask, training, return_attention_scores
         )
-    output = layer._output_dense(output)
+    output = layer.output_dense(output)
     if in_bounds is not None:  # a traced index past the end: NaN, not the last slot overwritten in silence
         output = ops.where(in_bounds, output, ops.cast(float("nan"), output.dtype))
     result = (output, attention, cache) if return_attention_scores else (output, cache)
@@ -267,7 +268,7 @@ def _written(layer, query_proj, key, value, cache, cache_update_index, query_pos
     """`(cache, query_cache)` with this call's projections written at their indices."""
     if cache_update_index is not None:  # None: reuse the cache as it is (KerasHub's cross-attention)
         slots = cache_slots(layer, query_position is not None)
-        new = [layer._key_dense(key), layer._value_dense(value)] + [query_proj][: slots - 2]
+        new = [layer.key_dense(key), layer.value_dense(value)] + [query_proj][: slots - 2]
         cache = _updated(cache, cache_update_index, new)
     if query_cache is not None:
         query_cache = ops.slice_update(query_cache, [0, query_position, 0, 0], ops.cast(query_proj, query_cache.dtype))
@@ -326,8 +327,8 @@ def _modified_attention(layer, query_proj, cache, rows: _Rows, mask, use_causal_
     keep = _rows_keep(positions, ops.shape(keys)[1], mask, earlier, use_causal_mask or not rows.cross)
     context = AttentionContext(queries, keep, causal=True, positions=positions)
     attention = layer._attention_maps(queries, keys, context)[1][:, :, earlier:, :]
-    dropped = layer._dropout_layer(ops.cast(attention, layer.compute_dtype), training=training)
-    output = ops.einsum(layer._combine_equation, dropped, values)
+    dropped = keras_compat.dropout_layer(layer)(ops.cast(attention, layer.compute_dtype), training=training)
+    output = ops.einsum(keras_compat.combine_equation(layer), dropped, values)
     new = dataclasses.replace(context, query=query_proj, positions=positions[earlier:])
     return layer._value_terms(output, dropped, new), ops.cast(attention, layer.compute_dtype)
 

@@ -143,7 +143,8 @@ def _stencil_gradients(x, upstream, kernel, row_offsets: list[int], col_offsets:
     """`stencil`'s gradients with respect to `x` and the kernel, given its output's gradient:
     the input's is the stencil with the mirrored kernel (`out[i]` reads `in[i + d]`, so
     `in[i]` gets `out[i - d]`)."""
-    mirrored = ops.flip(kernel, axis=(1, 2))
+    # one axis a call: Keras < 3.9's TensorFlow backend fails on a tuple of axes
+    mirrored = ops.flip(ops.flip(kernel, axis=1), axis=2)
     rows, columns = [-d for d in reversed(row_offsets)], [-d for d in reversed(col_offsets)]
     d_input = stencil(upstream, mirrored, rows, columns, scales[::-1])
     return d_input, stencil_kernel_gradient(x, upstream, row_offsets, col_offsets, scales)

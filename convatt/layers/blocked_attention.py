@@ -31,6 +31,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._utils import causal_keep, fully_masked_rows, keep_mask, query_tap_offsets
 from convatt.layers.attention_cache import query_taps
 from convatt.layers.modifications import AttentionContext
@@ -159,7 +160,7 @@ def rematerialized(layer, compute, args: tuple):
         with keras.StatelessScope(state_mapping=list(zip(variables, values))):
             return compute(*inputs[: len(args)])
 
-    return keras.remat(pure)(*args, *(v.value for v in variables))
+    return keras_compat.remat(pure)(*args, *(v.value for v in variables))
 
 
 @dataclass(frozen=True)
@@ -194,8 +195,8 @@ def _block(layer, query, key, value, positions, facts: _CallFacts, outside: bool
     attention = attention[:, :, own, :]
     dropped = ops.cast(attention, layer.compute_dtype)
     if facts.dropout_seed is not None:
-        dropped = position_dropout(dropped, layer._dropout, facts.dropout_seed, rows[own])
-    output = ops.einsum(layer._combine_equation, dropped, value)
+        dropped = position_dropout(dropped, layer.dropout, facts.dropout_seed, rows[own])
+    output = ops.einsum(keras_compat.combine_equation(layer), dropped, value)
     own_context = replace(context, query=query[:, own], positions=rows[own])
     return layer._value_terms(output, dropped, own_context)
 
@@ -214,7 +215,7 @@ def _slab_keep_and_pads(layer, facts: _CallFacts, rows, inside, key_len) -> tupl
     if inside is not None:
         empty = ops.logical_and(empty, inside)
         slab_pads = None if slab_pads is None else ops.logical_and(slab_pads, inside)
-    if layer._dropout == 0:
+    if layer.dropout == 0:
         return keep, empty if slab_pads is None else ops.logical_or(slab_pads, empty)
     return keep, None if slab_pads is None else ops.logical_and(slab_pads, ops.logical_not(empty))
 
@@ -253,9 +254,9 @@ def _future_open(layer, facts: _CallFacts, key_len):
 def _dropout_seed(layer, training):
     """The seed of a training call's attention dropout (int32 `()`, drawn from the dropout
     layer's seed generator outside the loop of blocks); None without dropout."""
-    if not training or layer._dropout == 0:
+    if not training or layer.dropout == 0:
         return None
-    return keras.random.randint((), 0, 2**31 - 1, dtype="int32", seed=layer._dropout_layer.seed_generator)
+    return keras.random.randint((), 0, 2**31 - 1, dtype="int32", seed=keras_compat.dropout_layer(layer).seed_generator)
 
 
 def position_dropout(weights, rate: float, seed, query_positions):
@@ -271,17 +272,18 @@ def position_dropout(weights, rate: float, seed, query_positions):
         ops.cast(ops.arange(shape[0] * shape[1], dtype="int32"), "uint32"), (shape[0], shape[1], 1, 1)
     )
     bits = _mix(ops.bitwise_xor(pairs[None, None], _mix(entries + _u32(0x632BE5AB))))
-    keep = ops.greater_equal(ops.right_shift(bits, 8), _u32(round(rate * 2**24)))  # P = 1 - rate
+    keep = ops.greater_equal(ops.right_shift(bits, _u32(8)), _u32(round(rate * 2**24)))  # P = 1 - rate
     return ops.where(keep, weights / ops.cast(1.0 - rate, weights.dtype), ops.zeros_like(weights))
 
 
 def _mix(x):
-    """A 32-bit integer hash (Wellons' lowbias32): each output bit depends on every input bit."""
-    x = ops.bitwise_xor(x, ops.right_shift(x, 16))
+    """A 32-bit integer hash (Wellons' lowbias32): each output bit depends on every input bit.
+    Shifts by uint32 tensors: Keras < 3.9 promotes a uint32 shifted by a Python int to int64."""
+    x = ops.bitwise_xor(x, ops.right_shift(x, _u32(16)))
     x = ops.multiply(x, _u32(0x7FEB352D))
-    x = ops.bitwise_xor(x, ops.right_shift(x, 15))
+    x = ops.bitwise_xor(x, ops.right_shift(x, _u32(15)))
     x = ops.multiply(x, _u32(0x846CA68B))
-    return ops.bitwise_xor(x, ops.right_shift(x, 16))
+    return ops.bitwise_xor(x, ops.right_shift(x, _u32(16)))
 
 
 def _u32(value: int):

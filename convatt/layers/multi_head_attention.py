@@ -9,6 +9,7 @@ from typing import Any
 import keras
 from keras import ops
 
+from convatt.layers import _keras_compat as keras_compat
 from convatt.layers import attention_cache
 from convatt.layers._options import is_int
 from convatt.layers._utils import (
@@ -216,7 +217,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         self.weight_order = weight_order
         self.query_block = check_query_block(query_block)
         self._init_modifications({**options, "temperature": temperature}, max_len)
-        if self._modified and self._flash_attention:
+        if self._modified and keras_compat.flash_attention(self):
             raise ValueError(
                 "flash_attention computes no attention matrix for the modifications to change; "
                 "turn it off, or the modifications."
@@ -235,7 +236,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     @property
     def modification_dims(self) -> tuple[int, int]:
         """`(key_dim, value_dim)` of a head."""
-        return self._key_dim, self._value_dim
+        return self.key_dim, self.value_dim
 
     @classmethod
     def from_config(cls, config: dict[str, Any]):
@@ -263,14 +264,14 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         super().build(query_shape, value_shape, key_shape)
         if not self._modified:
             return
-        if len(query_shape) != 3 or len(value_shape) != 3 or self._attention_axes != (1,):
+        if len(query_shape) != 3 or len(value_shape) != 3 or self.attention_axes != (1,):
             raise ValueError(
                 f"{self.name}: the modifications take inputs (batch, length, features) with one "
                 f"attention axis; received query {query_shape}, value {value_shape}, "
-                f"attention_axes {self._attention_axes}."
+                f"attention_axes {self.attention_axes}."
             )
         scores_shape = (query_shape[0], self.num_heads, query_shape[1], value_shape[1])
-        self._build_modifications(scores_shape, (query_shape[0], query_shape[1], self.num_heads, self._key_dim))
+        self._build_modifications(scores_shape, (query_shape[0], query_shape[1], self.num_heads, self.key_dim))
 
     def __call__(self, query, value, *args, **kwargs):
         # Self-attention: `self_attention=True`, or the query and the value one tensor, seen
@@ -338,7 +339,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             and not self._attention_is_keras
             and not return_attention_scores
             and all(isinstance(length, int) for length in lengths)
-            and self._sliding_window is None
+            and keras_compat.sliding_window(self) is None
             and not self._overrides_compute_attention
         )
         return block_size(self.query_block, self.num_heads, *lengths) if takes_blocks else None
@@ -347,15 +348,14 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         return super().compute_output_spec(query, value, *args, **kwargs)  # Keras' (no `self_attention`)
 
     def _call_mask(self, query, value, masks: tuple, call: AttentionCall):
-        """Keras' mask for the call (`_compute_attention_mask`), or None where Keras' layer takes its
-        fused causal kernel (the causal mask alone, no subclass override of `_compute_attention`)."""
-        causal_only = call.causal and not call.masked and self._sliding_window is None
-        if causal_only and not self._overrides_compute_attention:
+        """Keras' mask for the call (`_compute_attention_mask`), or None for a causal-only call
+        (no subclass override of `_compute_attention`) that the modifications mask themselves or
+        Keras' fused causal kernel takes (Keras 3.15+; before, Keras' layer builds the mask)."""
+        causal_only = call.causal and not call.masked and keras_compat.sliding_window(self) is None
+        fused = keras_compat.FUSED_CAUSAL or not self._attention_is_keras
+        if causal_only and fused and not self._overrides_compute_attention:
             return None
-        query_mask, value_mask, key_mask, attention_mask = masks
-        return self._compute_attention_mask(
-            query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask=call.causal
-        )
+        return keras_compat.attention_mask_of_call(self, query, value, masks, call.causal)
 
     def _attend(self, query, value, key, mask, training, return_attention_scores: bool, call: AttentionCall):
         """Keras' `call` from its mask on: the projections (and gate), `_compute_attention` (told the
@@ -363,15 +363,16 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         # Copies without the inputs' Keras masks (the mask is the call's now): the projections
         # support none and would warn. Keras' own call deletes the masks of the caller's tensors.
         query, key, value = (ops.copy(x) for x in (query, key, value))
-        gate = self._gate_dense(query) if self._use_gate else None
-        query, key, value = self._query_dense(query), self._key_dense(key), self._value_dense(value)
+        gate_dense = keras_compat.gate_dense(self)
+        gate = None if gate_dense is None else gate_dense(query)
+        query, key, value = self.query_dense(query), self.key_dense(key), self.value_dense(value)
         extra = {"use_causal_mask": True} if call.causal and mask is None else {}
         if not self._overrides_compute_attention:
             extra["call"] = call
         output, attention = self._compute_attention(
             query, key, value, mask, training, return_attention_scores, **extra
         )  # fmt: skip
-        return self._output_dense(output if gate is None else ops.multiply(output, gate)), attention
+        return self.output_dense(output if gate is None else ops.multiply(output, gate)), attention
 
     def empty_cache(self, batch_size: int, max_length: int, cross: bool = False):
         """A zero cache for decoding up to `max_length` tokens (with `cross`: a cross-attention's,
@@ -419,18 +420,21 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         query, key, value = self._projected(query, key, value)  # the temperature, if on
         if call.blocks is not None:
             return blocked_attention(self, query, key, value, call.blocks, call.block_size, training), None
-        keras_path = not self._modified or (attention_mask is None and not return_attention_scores)
+        # Keras < 3.15 has no fused causal kernel: its layer passes the causal mask, and so do we
+        causal_mask_only = call.causal and not call.masked and not keras_compat.FUSED_CAUSAL
+        causal_mask_only = causal_mask_only and keras_compat.sliding_window(self) is None
+        mask_is_keras = attention_mask is None or causal_mask_only
+        keras_path = not self._modified or (mask_is_keras and not return_attention_scores)
         if self._attention_is_keras and keras_path:
-            extra = {"use_causal_mask": True} if use_causal_mask else {}
-            return super()._compute_attention(
-                query, key, value, attention_mask, training, return_attention_scores, **extra
-            )
+            return keras_compat.keras_attention(
+                self, query, key, value, attention_mask, training, return_attention_scores, use_causal_mask
+            )  # fmt: skip
         keep = None if attention_mask is None else keep_mask(attention_mask)
         pads = self._padded_rows(keep, call, return_attention_scores)
         context = self._modification_context(query, key, keep, use_causal_mask, call.causal, pads)
         _, attention = self._attention_maps(query, key, context)
-        dropped = self._dropout_layer(ops.cast(attention, self.compute_dtype), training=training)
-        output = self._value_terms(ops.einsum(self._combine_equation, dropped, value), dropped, context)
+        dropped = keras_compat.dropout_layer(self)(ops.cast(attention, self.compute_dtype), training=training)
+        output = self._value_terms(ops.einsum(keras_compat.combine_equation(self), dropped, value), dropped, context)
         return output, ops.cast(attention, self.compute_dtype)
 
     def _padded_rows(self, keep, call: AttentionCall, return_attention_scores: bool):
@@ -443,7 +447,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             return None
         pads = padded_key_rows(keep) if call.self_attention else None
         empty = fully_masked_rows(keep)
-        if self._dropout == 0 and not return_attention_scores:
+        if self.dropout == 0 and not return_attention_scores:
             return empty if pads is None else ops.logical_or(pads, empty)
         return None if pads is None else ops.logical_and(pads, ops.logical_not(empty))
 

@@ -1,0 +1,111 @@
+"""Keras' private attributes and methods that convatt reads or overrides: the one place.
+
+convatt supports Keras 3.8 to the newest (setup.cfg; CI runs the floor). Keras'
+`MultiHeadAttention` changed inside that range, so each private name convatt touches is read
+here, feature-tested on the installed Keras (never by version number), with what it means on
+every supported version. Public names (`query_dense`, `key_dim`, `dropout`, ...) are used
+directly elsewhere; they exist on every supported version.
+
+Read:
+- `_compute_attention(query, key, value, attention_mask, training, ...)`: Keras' documented
+  override point on every version; its extra arguments differ (`keras_attention`).
+- `_compute_attention_mask(query, value, query_mask, value_mask, key_mask, attention_mask,
+  use_causal_mask)`: the same on every version (`attention_mask_of_call`).
+- `_combine_equation`, `_dropout_layer`: the attention-values product's einsum and the dropout
+  layer, made by `_build_attention` on every version.
+- `_flash_attention` (3.7+), `_use_gate` / `_gate_dense` (3.14.1+), `_sliding_window` (3.15+):
+  features of the newer layers; before them the layer has none of these (`flash_attention`,
+  `gate_dense`, `sliding_window` answer False / None there, as that version's layer behaves).
+- `_keras_mask`: a tensor's Keras mask; `keras.backend.get_keras_mask` where Keras has it.
+- `keras.remat` (public, Keras 3.9+): before it, the backend's function that Keras' wraps (`remat`).
+Overridden: `_compute_attention` (the modifications) and `_compute_causal_mask` (convatt's one
+causal helper; the same `(1, q, k)` lower triangle on every version).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import keras
+
+_KERAS_ATTENTION = keras.layers.MultiHeadAttention._compute_attention
+_ATTENTION_ARGUMENTS = inspect.signature(_KERAS_ATTENTION).parameters
+
+FUSED_CAUSAL = "use_causal_mask" in _ATTENTION_ARGUMENTS
+"""Keras 3.15+: `call` passes no mask for a causal-only call and `_compute_attention(...,
+use_causal_mask=True)` takes the backend's fused causal kernel. Before: `call` always builds the
+causal mask (`_compute_causal_mask`) and passes it as `attention_mask`."""
+
+SCORES_ARGUMENT = "return_attention_scores" in _ATTENTION_ARGUMENTS
+"""Keras 3.10+: `_compute_attention` takes `return_attention_scores`. Before: it reads
+`self._return_attention_scores`, which Keras' `call` sets first."""
+
+
+def keras_attention(layer, query, key, value, attention_mask, training, return_attention_scores: bool, causal: bool):
+    """Keras' own `_compute_attention` of the installed version on projected `(b, t, h, d)` tensors.
+
+    `causal` with no `attention_mask` asks for the fused causal kernel, which only Keras 3.15+
+    has: callers pass the causal mask itself elsewhere (`FUSED_CAUSAL`)."""
+    if causal and not FUSED_CAUSAL:
+        raise ValueError("this Keras has no fused causal attention: pass the causal mask as attention_mask")
+    extra = {"use_causal_mask": True} if causal else {}
+    if SCORES_ARGUMENT:
+        extra["return_attention_scores"] = return_attention_scores
+    else:
+        layer._return_attention_scores = return_attention_scores
+    return _KERAS_ATTENTION(layer, query, key, value, attention_mask, training, **extra)
+
+
+def attention_mask_of_call(layer, query, value, masks: tuple, causal: bool):
+    """Keras' mask of a call (`_compute_attention_mask`): `masks` is `(query_mask, value_mask,
+    key_mask, attention_mask)`, and-ed with the causal mask where `causal`."""
+    query_mask, value_mask, key_mask, attention_mask = masks
+    return layer._compute_attention_mask(
+        query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask=causal
+    )  # fmt: skip
+
+
+def combine_equation(layer) -> str:
+    """The einsum of the attention weights with the values (`_build_attention`'s)."""
+    return layer._combine_equation
+
+
+def dropout_layer(layer):
+    """The attention-weights dropout (`_build_attention`'s `Dropout`)."""
+    return layer._dropout_layer
+
+
+def flash_attention(layer) -> bool:
+    """Whether the layer was asked for flash attention (Keras 3.7+; before: never)."""
+    return bool(getattr(layer, "_flash_attention", False))
+
+
+def gate_dense(layer):
+    """The gate's projection of a gated layer (`use_gate=True`, Keras 3.14.1+), else None."""
+    return layer._gate_dense if getattr(layer, "_use_gate", False) else None
+
+
+def sliding_window(layer) -> int | None:
+    """The layer's sliding window (Keras 3.15+; before: none)."""
+    return getattr(layer, "_sliding_window", None)
+
+
+def keras_mask(x):
+    """`x`'s Keras mask, or None."""
+    get_mask = getattr(keras.backend, "get_keras_mask", None)
+    return get_mask(x) if get_mask is not None else getattr(x, "_keras_mask", None)
+
+
+def remat(function):
+    """`keras.remat(function)` (Keras 3.9+): recomputed in the backward pass. Before 3.9, what it
+    wraps: `jax.checkpoint` under JAX, `tf.recompute_grad` under TensorFlow (the only backend code
+    here; tests/test_layers_keras_compat.py runs it under both)."""
+    if hasattr(keras, "remat"):
+        return keras.remat(function)
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.checkpoint(function)
+    import tensorflow as tf
+
+    return tf.recompute_grad(function)
