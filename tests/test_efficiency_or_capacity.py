@@ -96,7 +96,8 @@ def test_the_page_says_the_gain_with_its_interval_and_which_runs_are_missing(tmp
 
 
 def test_the_dev_figure_shows_the_from_scratch_peak_and_the_continued_runs_whole(tmp_path):
-    from convatt.results.continuation import expected_runs, figure, read_state
+    from convatt.results.continuation import expected_runs, read_state
+    from convatt.results.continuation_figure import figure
 
     start = {"source_commit": "abc1234", "dev_at_start": 0.9, "start_step": 2}
     _ud_run(tmp_path, "ud-continued/UD_English-GUM/san-pe-add/seed1", "san-pe-add", 1, 0.9, start, dev=(0.88, 0.9))
