@@ -13,7 +13,7 @@ python experiments/beyond_pages.py long --runs RUNS [--out docs/results/lm-long]
 python experiments/beyond_pages.py continued --lm-runs RUNS --ud-runs RUNS [--out docs/results]
     efficiency or capacity: the runs of `make lm-continue` (and -scratch) under --lm-runs and of
     `make ud-continue` (and -scratch) under --ud-runs, finished or not
-    (`convatt.results.continuation`; `make continue-results`): efficiency_or_capacity.md/.csv and the figure.
+    (`convatt.results.continuation_page`; `make continue-results`): efficiency_or_capacity.md/.csv and the figure.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def long(runs: Path, out: Path) -> None:
 
 
 def continued(lm_runs: Path, ud_runs: Path, out: Path, lm_epochs: int) -> None:
-    from convatt.results.continuation import write_page
+    from convatt.results.continuation_page import write_page
 
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     for path in write_page(lm_runs, ud_runs, out, when, lm_epochs):

@@ -67,7 +67,7 @@ PLAIN, CONVERTED = [0.90, 0.91, 0.92], [0.905, 0.918, 0.921]
 
 
 def test_the_page_says_the_gain_with_its_interval_and_which_runs_are_missing(tmp_path):
-    from convatt.results.continuation import write_page
+    from convatt.results.continuation_page import write_page
 
     ud = tmp_path / "ud"
     for seed, (plain, converted) in enumerate(zip(PLAIN, CONVERTED), start=1):
