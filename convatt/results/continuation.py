@@ -34,6 +34,8 @@ from convatt.rundir.schema import CONFIG_FILE, DEV_BITS_COLUMN, RESULT_FILE
 
 PAGE = "efficiency_or_capacity"
 SOURCE, CONTINUED, SCRATCH = "source", "continued", "scratch"
+# Where a run's row comes from: its run directory, or the record of an earlier page (`continuation_record`)
+DIRECTORY, RECORD = "directory", "record"
 # Where an interval over seeds inside ±margin reads "no difference": a hundredth of a bit per
 # character, a tenth of a point of tagging accuracy (the size of the last digit the tables show).
 MARGINS = {"charlm": 0.01, "ud": 0.1}
@@ -159,6 +161,7 @@ def _row(state: RunState) -> dict:
         dev_best=_dev_best(state, e.task), test=_score(state, e.task),
         commit=getattr(result, "source_commit", ""), machine=getattr(result, "machine", ""),
         backend=getattr(result, "backend", ""), source_commit=started.get("source_commit", ""),
+        origin=DIRECTORY if e.path.exists() else "",
     )  # fmt: skip
 
 

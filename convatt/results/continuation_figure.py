@@ -1,12 +1,17 @@
 """The efficiency-or-capacity page's figure: each run's dev curve, the continued runs from the
-source's best epoch on (`convatt.results.continuation` reads the runs)."""
+source's best epoch on (`convatt.results.continuation` reads the runs). The curves are in the run
+directories only: a figure says in its PNG's Description which runs it was drawn from, so that a
+page whose runs partly come from the record (`continuation_record`) keeps it and says what it shows."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
+
+import pandas as pd
 
 from convatt.model.variants import CONTINUE_CHARLM_VARIANTS, CONTINUE_UD_VARIANTS
-from convatt.results.continuation import CONTINUED, SCRATCH, SOURCE, RunState, setting_name
+from convatt.results.continuation import CONTINUED, DIRECTORY, RECORD, SCRATCH, SOURCE, RunState, setting_name
 from convatt.rundir.schema import DEV_BITS_COLUMN
 
 STYLES = {SOURCE: ("grey", "-"), SCRATCH: (None, ":"), CONTINUED: (None, "-")}
@@ -96,3 +101,40 @@ def figure(states: list[RunState]):
             ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
+
+
+def description(states: list[RunState], when: str) -> str:
+    """What a figure drawn from `states` shows, for its PNG's Description."""
+    drawn = [s for s in states if s.status in ("finished", "running")]
+    running = sum(s.status == "running" for s in drawn)
+    return (
+        f"the dev curves of the {len(drawn)} runs read from their directories {when} "
+        f"({len(drawn) - running} finished, {running} running)"
+    )
+
+
+def drawn_description(png: Path) -> str:
+    """The Description a figure was saved with ('' for one drawn before figures said it)."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        return str(image.info.get("Description", ""))
+
+
+def figure_note(frame: pd.DataFrame, kept: Path | None) -> str:
+    """What the figure shows where runs come from the record (none: '', the figure is the runs'):
+    `kept`, the figure not drawn again, or the figure of the runs present only."""
+    recorded = int(((frame["origin"] == RECORD) & (frame["status"] == "finished")).sum())
+    if not recorded:
+        return ""
+    if kept is not None:
+        shows = drawn_description(kept) or "the run directories present when an earlier page drew it"
+        return (
+            f"The figure is not drawn again: the dev curves are in the run directories only, and {recorded} "
+            f"finished runs come from the record, so a figure drawn now would lose theirs. It shows {shows}."
+        )
+    present = int(((frame["origin"] == DIRECTORY) & frame["status"].isin(["finished", "running"])).sum())
+    return (
+        f"The figure shows the dev curves of the {present} runs read from their directories only: the "
+        f"{recorded} finished runs from the record have none here."
+    )
