@@ -49,6 +49,12 @@ def test_ud_continue_follows_the_papers_protocol_from_ud_alls_runs(tmp_path):
     assert [c["--out"] for c in scratch] == [f"{runs}/ud/UD_English-GUM/san-pe-add-conv2d/seed1"]
 
 
+def test_continue_results_takes_the_committed_record_for_the_runs_whose_directories_are_gone(tmp_path):
+    command = make("continue-results", tmp=tmp_path).stdout.replace("\\\n", " ")
+    assert "--recorded docs/results/efficiency_or_capacity.csv" in command and "--ud-runs runs" in command
+    assert "--recorded" not in make("continue-results", "CONTINUE_RECORD=", tmp=tmp_path).stdout
+
+
 def _ud_run(
     root: Path, where: str, variant: str, seed: int, test: float, started_from: dict | None = None, dev=(0.8, 0.9)
 ) -> None:
