@@ -118,6 +118,7 @@ def drawn_description(png: Path) -> str:
     from PIL import Image
 
     with Image.open(png) as image:
+        image.load()  # text chunks after the image data are read with it
         return str(image.info.get("Description", ""))
 
 
