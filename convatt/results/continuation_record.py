@@ -65,5 +65,7 @@ def origin_note(frame: pd.DataFrame, record: Path | None) -> str:
         f"Of the {len(finished)} finished runs, {len(finished) - recorded} are read from their run "
         f"directories and {recorded} from the record `{Path(record).name}` (an earlier page's per-run "
         "CSV), their directories not being here: marked \"from the record\" below. The record holds "
-        "each run's test and dev scores, epochs and provenance, not its dev curves."
+        "each run's test and dev scores, epochs and provenance, not its dev curves, and its scores to four "
+        "decimals: a last digit shown here can differ by one from the page it was written with, where a "
+        "score lay halfway."
     )
