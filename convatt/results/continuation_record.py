@@ -18,6 +18,7 @@ TEXT_COLUMNS += ["commit", "machine", "backend", "source_commit", "origin"]
 # from the expected runs, so a record of another layout cannot stand in for the wrong run.
 RECORDED_COLUMNS = ["status", "epochs", "max_epochs", "batches", "start_step", "dev_start", "dev_best", "test"]
 RECORDED_COLUMNS += ["commit", "machine", "backend", "source_commit"]
+RECORDED_RUNNING = "the record has it running"
 NUMBER_COLUMNS = ["epochs", "max_epochs", "batches", "start_step", "dev_start", "dev_best", "test"]
 
 
@@ -50,7 +51,9 @@ def with_record(frame: pd.DataFrame, record: pd.DataFrame) -> pd.DataFrame:
             out.at[i, "origin"], out.at[i, "note"] = RECORD, ""
         elif then["status"] == "running":
             done = f"epoch {int(then['epochs'])} of {int(then['max_epochs'])} done"
-            out.at[i, "note"] = f"the record has it running, {done}; its directory is not here"
+            out.at[i, "note"] = f"{RECORDED_RUNNING}, {done}; its directory is not here"
+        elif then["note"].startswith(RECORDED_RUNNING):  # an earlier record's word, kept for the next
+            out.at[i, "note"] = then["note"]
     # numbers as numbers (a frame of missing runs only holds None), for the tables and the CSV
     return out.assign(**{c: pd.to_numeric(out[c]) for c in NUMBER_COLUMNS})
 
@@ -61,10 +64,15 @@ def origin_note(frame: pd.DataFrame, record: Path | None) -> str:
     recorded = int((finished["origin"] == RECORD).sum())
     if not recorded:
         return ""
+    share = (
+        f"All {recorded} finished runs come"
+        if recorded == len(finished)
+        else f"Of the {len(finished)} finished runs, {len(finished) - recorded} are read from their run "
+        f"directories and {recorded}"
+    )
     return (
-        f"Of the {len(finished)} finished runs, {len(finished) - recorded} are read from their run "
-        f"directories and {recorded} from the record `{Path(record).name}` (an earlier page's per-run "
-        "CSV), their directories not being here: marked \"from the record\" below. The record holds "
+        f"{share} from the record `{Path(record).name}` (an earlier page's per-run CSV), their directories "
+        "not being here: marked \"from the record\" below. The record holds "
         "each run's test and dev scores, epochs and provenance, not its dev curves, and its scores to four "
         "decimals: a last digit shown here can differ by one from the page it was written with, where a "
         "score lay halfway."
