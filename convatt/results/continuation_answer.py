@@ -145,10 +145,12 @@ def _missing(frame: pd.DataFrame) -> list[Missing]:
 def _at_limit(frame: pd.DataFrame) -> list[AtLimit]:
     """Per task, the finished continued runs whose epochs reached their maximum."""
     done = frame[(frame["role"] == CONTINUED) & (frame["status"] == "finished")]
-    return [
-        AtLimit(task, int((g["epochs"] >= g["max_epochs"]).sum()), len(g), int(g["max_epochs"].max()))
-        for task, g in done.groupby("task", sort=False)
-    ]
+    limits = []
+    for task, g in done.groupby("task", sort=False):
+        limit = pd.to_numeric(g["max_epochs"])  # NaN where a run's maximum is not known: not at it
+        most = int(limit.max()) if limit.notna().any() else 0
+        limits.append(AtLimit(task, int((g["epochs"] >= limit).sum()), len(g), most))
+    return limits
 
 
 def answer(frame: pd.DataFrame, gains: pd.DataFrame, scratch: pd.DataFrame) -> Answer:
