@@ -135,6 +135,11 @@ def figure_note(frame: pd.DataFrame, kept: Path | None) -> str:
             f"finished runs come from the record, so a figure drawn now would lose theirs. It shows {shows}."
         )
     present = int(((frame["origin"] == DIRECTORY) & frame["status"].isin(["finished", "running"])).sum())
+    if not present:
+        return (
+            f"The figure is empty: the dev curves are in the run directories only, and the {recorded} "
+            "finished runs come from the record."
+        )
     return (
         f"The figure shows the dev curves of the {present} runs read from their directories only: the "
         f"{recorded} finished runs from the record have none here."
