@@ -21,7 +21,8 @@
 #   make ud-continue    ... and the tagger: each finished CONTINUE_FROM run under RUNS/ud/ (trained first if missing)
 #                       trained on as it is and converted to +Conv2d, the paper's protocol (24 on the 4 embedded)
 #   make ud-continue-scratch  ... beside them +Conv2d from scratch (ud-all's runs; 12 on the 4 embedded)
-#   make continue-results  docs/results/efficiency_or_capacity.md and its figure from LM_LONG_RUNS and UD_CONTINUE_RUNS
+#   make continue-results  docs/results/efficiency_or_capacity.md and its figure from LM_LONG_RUNS and UD_CONTINUE_RUNS,
+#                       the finished runs whose directories are gone from CONTINUE_RECORD
 #   make tables         results/table2b_ptb.{md,csv}, table2c_ud_macro.*, table2d_ud_per_treebank.*, efficiency_*
 #   make plots          results/table2a_*.{png,pdf}, figure2_*.{png,pdf}
 #   make docs-results   the committed docs/results/ from RUNS, and the copies of its tables in README.md and docs/results.md
@@ -93,6 +94,8 @@ CONTINUE_FROM ?= san-pe-add
 LM_CONTINUE_EPOCHS ?= 20
 # continue-results: the RUNS of ud-continue (LM_LONG_RUNS: lm-continue's); e.g. UD_CONTINUE_RUNS=/scratch/runs/ud
 UD_CONTINUE_RUNS ?= runs
+# continue-results: an earlier page's per-run CSV whose finished runs stand in for directories that are gone (a present one wins), empty: none; e.g. CONTINUE_RECORD=
+CONTINUE_RECORD ?= docs/results/efficiency_or_capacity.csv
 # fastText vectors for PTB (the paper: wiki-news-300d-1M-subword.vec), empty: none; e.g. EMBEDDINGS=/data/wiki-news-300d-1M-subword.vec
 EMBEDDINGS   ?=
 # the seeds of every grid; e.g. SEEDS="1 2"
@@ -376,10 +379,12 @@ beyond-committed: | $(VENV_STAMP)
 	$(VENV)/bin/python experiments/beyond_pages.py committed --out docs/results/beyond
 
 # ---- efficiency or capacity: the continued runs of lm-continue (under LM_LONG_RUNS) and ud-continue (under
-# UD_CONTINUE_RUNS), finished or not, as docs/results/efficiency_or_capacity.md and its figure ----
+# UD_CONTINUE_RUNS), finished or not, and those of CONTINUE_RECORD whose directories are gone, as
+# docs/results/efficiency_or_capacity.md and its figure (kept, not drawn again, where runs come from the record) ----
 .PHONY: continue-results
 continue-results: | $(VENV_STAMP)
-	$(VENV)/bin/python experiments/beyond_pages.py continued --lm-runs $(LM_LONG_RUNS) --ud-runs $(UD_CONTINUE_RUNS) --out docs/results
+	$(VENV)/bin/python experiments/beyond_pages.py continued --lm-runs $(LM_LONG_RUNS) --ud-runs $(UD_CONTINUE_RUNS) \
+	  $(if $(CONTINUE_RECORD),--recorded $(CONTINUE_RECORD)) --out docs/results
 
 # ---- greedy samples of the character LM runs under RUNS (lm-all's layout; the first of SEEDS) after
 # prompts from the test text, with each layer's cache and by the whole prefix (experiments/lm_samples.py) ----

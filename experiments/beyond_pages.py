@@ -10,10 +10,11 @@ python experiments/beyond_pages.py committed [--out docs/results/beyond]
 python experiments/beyond_pages.py long --runs RUNS [--out docs/results/lm-long]
     the longer character LM runs under RUNS, finished or still training
     (`convatt.results.long_runs`; `make lm-long-results`): lm_long.md/.csv and the figure.
-python experiments/beyond_pages.py continued --lm-runs RUNS --ud-runs RUNS [--out docs/results]
+python experiments/beyond_pages.py continued --lm-runs RUNS --ud-runs RUNS [--recorded CSV] [--out docs/results]
     efficiency or capacity: the runs of `make lm-continue` (and -scratch) under --lm-runs and of
-    `make ud-continue` (and -scratch) under --ud-runs, finished or not
-    (`convatt.results.continuation`; `make continue-results`): efficiency_or_capacity.md/.csv and the figure.
+    `make ud-continue` (and -scratch) under --ud-runs, finished or not, and with --recorded (an
+    earlier page's efficiency_or_capacity.csv) the finished runs whose directories are gone
+    (`convatt.results.continuation_page`; `make continue-results`): efficiency_or_capacity.md/.csv and the figure.
 """
 
 from __future__ import annotations
@@ -98,11 +99,11 @@ def long(runs: Path, out: Path) -> None:
         print(note)
 
 
-def continued(lm_runs: Path, ud_runs: Path, out: Path, lm_epochs: int) -> None:
-    from convatt.results.continuation import write_page
+def continued(lm_runs: Path, ud_runs: Path, out: Path, lm_epochs: int, recorded: Path | None) -> None:
+    from convatt.results.continuation_page import write_page
 
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    for path in write_page(lm_runs, ud_runs, out, when, lm_epochs):
+    for path in write_page(lm_runs, ud_runs, out, when, lm_epochs, recorded):
         print(path)
 
 
@@ -118,9 +119,16 @@ def main() -> None:
     p.add_argument("--ud-runs", type=Path, required=True, help="the RUNS of make ud-continue")
     p.add_argument("--lm-epochs", type=int, default=60, help="the EPOCHS of make lm-continue (the page's commands)")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
+    p.add_argument(
+        "--recorded",
+        type=Path,
+        help="an earlier page's efficiency_or_capacity.csv: its finished runs whose directories are absent",
+    )
     args = parser.parse_args()
     if args.command == "continued":
-        continued(args.lm_runs, args.ud_runs, args.out, args.lm_epochs)
+        if args.recorded and not args.recorded.is_file():
+            parser.error(f"--recorded {args.recorded}: no such file")
+        continued(args.lm_runs, args.ud_runs, args.out, args.lm_epochs, args.recorded)
     else:
         committed(args.out) if args.command == "committed" else long(args.runs, args.out)
 

@@ -15,7 +15,8 @@ layout), finished, still training or missing:
     runs_frame(states)       one row per expected run: its role, status, dev and test scores, provenance
     gain_frame(frame)        per task (and treebank), each converted setting's gain over the plain
                              continuation, seed by seed, its mean and t-interval, and the reading
-    write_page(...)          efficiency_or_capacity.md, .csv and the figure
+
+The page: `continuation_page` (its figure: `continuation_figure`; its answer: `continuation_answer`).
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from pathlib import Path
 import pandas as pd
 
 from convatt.model.variants import CONTINUE_CHARLM_VARIANTS, CONTINUE_UD_VARIANTS, VARIANTS
-from convatt.results.markdown import markdown_table
 from convatt.results.stats import seed_stats, t_interval
 from convatt.rundir.reading import DamagedRunError, read_run, read_running
 from convatt.rundir.schema import CONFIG_FILE, DEV_BITS_COLUMN, RESULT_FILE
 
 PAGE = "efficiency_or_capacity"
 SOURCE, CONTINUED, SCRATCH = "source", "continued", "scratch"
+# Where a run's row comes from: its run directory, or the record of an earlier page (`continuation_record`)
+DIRECTORY, RECORD = "directory", "record"
 # Where an interval over seeds inside ±margin reads "no difference": a hundredth of a bit per
 # character, a tenth of a point of tagging accuracy (the size of the last digit the tables show).
 MARGINS = {"charlm": 0.01, "ud": 0.1}
@@ -159,6 +161,7 @@ def _row(state: RunState) -> dict:
         dev_best=_dev_best(state, e.task), test=_score(state, e.task),
         commit=getattr(result, "source_commit", ""), machine=getattr(result, "machine", ""),
         backend=getattr(result, "backend", ""), source_commit=started.get("source_commit", ""),
+        origin=DIRECTORY if e.path.exists() else "",
     )  # fmt: skip
 
 
@@ -166,18 +169,43 @@ def runs_frame(states: list[RunState]) -> pd.DataFrame:
     return pd.DataFrame([_row(s) for s in states])
 
 
-def _reading(task: str, low: float, high: float, n: int) -> str:
-    """What the interval over seeds of a gain says, in words."""
-    margin = MARGINS[task]
+AHEAD, BEHIND, SAME, UNSETTLED, UNMEASURED = "ahead", "behind", "same", "unsettled", "unmeasured"
+CAPACITY = ": the convolution adds what more training of the plain model does not"
+
+
+def verdict(task: str, low: float, high: float, n: int) -> str:
+    """What the interval over seeds of a converted setting's gain says: AHEAD (above 0), BEHIND
+    (below 0), SAME (within ±MARGINS[task]), UNSETTLED (covers 0, reaches beyond), UNMEASURED (< 2 seeds)."""
     if n < 2 or math.isnan(low):
-        return f"not measured yet ({n} seed{'s' if n != 1 else ''} finished)"
+        return UNMEASURED
     if low > 0:
-        return "converted ahead (interval above 0): the convolution adds what more training of the plain model does not"
+        return AHEAD
     if high < 0:
-        return "converted behind (interval below 0)"
-    if -margin <= low and high <= margin:
-        return f"no difference (the interval lies within ±{margin} {UNITS[task]})"
-    return f"not settled by {n} seeds (the interval covers 0 and reaches beyond ±{margin} {UNITS[task]})"
+        return BEHIND
+    return SAME if -MARGINS[task] <= low and high <= MARGINS[task] else UNSETTLED
+
+
+def _reading(task: str, low: float, high: float, n: int, ahead_means: str = CAPACITY) -> str:
+    """What the interval over seeds of a gain says, in words."""
+    margin, unit = MARGINS[task], UNITS[task]
+    return {
+        UNMEASURED: f"not measured yet ({n} seed{'s' if n != 1 else ''} finished)",
+        AHEAD: f"converted ahead (interval above 0){ahead_means}",
+        BEHIND: "converted behind (interval below 0)",
+        SAME: f"no difference (the interval lies within ±{margin} {unit})",
+        UNSETTLED: f"not settled by {n} seeds (the interval covers 0 and reaches beyond ±{margin} {unit})",
+    }[verdict(task, low, high, n)]
+
+
+def plain_variant(task: str) -> str:
+    return CONTINUE_CHARLM_VARIANTS[0] if task == "charlm" else CONTINUE_UD_VARIANTS[0]
+
+
+def means_over_treebanks(rows: pd.DataFrame, treebanks: list[str]) -> pd.DataFrame:
+    """Each (variant, seed)'s mean test score over `treebanks`, where it finished on every one."""
+    rows = rows[rows["treebank"].isin(treebanks)]
+    complete = rows.groupby(["variant", "seed"]).filter(lambda g: g["treebank"].nunique() == len(treebanks))
+    return complete.groupby(["variant", "seed"], as_index=False)["test"].mean()
 
 
 def gain_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -190,288 +218,33 @@ def gain_frame(frame: pd.DataFrame) -> pd.DataFrame:
         rows += _gains(task, treebank, group)
     ud = continued[continued["task"] == "ud"]
     if ud["treebank"].nunique() > 1:  # the macro gain: each seed's mean over the treebanks
-        complete = ud.groupby(["variant", "seed"]).filter(lambda g: len(g) == ud["treebank"].nunique())
-        macro = complete.groupby(["variant", "seed"], as_index=False)["test"].mean()
+        macro = means_over_treebanks(ud, list(ud["treebank"].unique()))
         rows += _gains("ud", f"mean of {ud['treebank'].nunique()} treebanks", macro.assign(task="ud"))
     return pd.DataFrame(rows)
 
 
 def _gains(task: str, treebank: str, group: pd.DataFrame) -> list[dict]:
-    plain_variant = CONTINUE_CHARLM_VARIANTS[0] if task == "charlm" else CONTINUE_UD_VARIANTS[0]
-    plain = group[group["variant"] == plain_variant].set_index("seed")["test"]
-    rows = []
-    for variant in [v for v in dict.fromkeys(group["variant"]) if v != plain_variant]:
-        converted = group[group["variant"] == variant].set_index("seed")["test"]
-        seeds = sorted(set(plain.index) & set(converted.index))
-        sign = -1 if task == "charlm" else 1  # fewer bits, more accuracy: a gain
-        per_seed = {s: sign * (converted[s] - plain[s]) for s in seeds}
-        mean, std, n = seed_stats(per_seed.values())
-        low, high = t_interval(per_seed.values())
-        rows.append(
-            dict(task=task, treebank=treebank, variant=variant, per_seed=per_seed, n=n, mean=mean, std=std,
-                 low=low, high=high, reading=_reading(task, low, high, n))
-        )  # fmt: skip
-    return rows
+    by_seed = lambda variant: group[group["variant"] == variant].set_index("seed")["test"]
+    plain = by_seed(plain_variant(task))
+    variants = [v for v in dict.fromkeys(group["variant"]) if v != plain_variant(task)]
+    return [seed_difference(task, treebank, v, by_seed(v), plain) for v in variants]
 
 
-# ---------------------------------------------------------------- Markdown
-
-
-def _num(value, digits: int) -> str:
-    return "–" if value is None or pd.isna(value) else f"{value:.{digits}f}"
-
-
-def _status(r: pd.Series) -> str:
-    if r["status"] == "finished":
-        return f"finished, {r['epochs']} epochs"
-    if r["status"] == "running":
-        return f"running, epoch {r['epochs']} of {int(r['max_epochs'])} done"
-    return "missing" + (f" ({r['note']})" if r["note"] else "")
-
-
-def runs_table(frame: pd.DataFrame, task: str) -> str:
-    """Each run of `task`: its status, dev score at the start (continued runs) and best, test score."""
-    unit = "bpc" if task == "charlm" else "accuracy (%)"
-    digits = 3 if task == "charlm" else 2
-    header = ["Treebank", "Setting", "Seed", "Status", f"Dev {unit} at the start", f"Dev {unit}, best", f"Test {unit}"]
-    rows = [
-        [r["treebank"], r["setting"], str(r["seed"]), _status(r), _num(r["dev_start"], digits),
-         _num(r["dev_best"], digits), _num(r["test"], digits)]
-        for _, r in frame[frame["task"] == task].iterrows()
-    ]  # fmt: skip
-    return markdown_table(header, rows)
-
-
-def summary_table(frame: pd.DataFrame) -> str:
-    """Per task, treebank and setting: the test score's mean ± std over the finished seeds, its t-interval."""
-    rows = []
-    finished = frame[frame["status"] == "finished"]
-    for (task, treebank, setting), group in frame.groupby(["task", "treebank", "setting"], sort=False):
-        done = finished[
-            (finished["task"] == task) & (finished["treebank"] == treebank) & (finished["setting"] == setting)
-        ]
-        mean, std, n = seed_stats(done["test"])
-        low, high = t_interval(done["test"])
-        digits = 3 if task == "charlm" else 2
-        cell = "–" if n == 0 else _num(mean, digits) + ("" if pd.isna(std) else f" ± {_num(std, digits)}")
-        interval = "–" if pd.isna(low) else f"[{_num(low, digits)}, {_num(high, digits)}]"
-        unit = "test bits per character" if task == "charlm" else "test accuracy (%)"
-        rows.append([treebank, setting, f"{n} of {len(group)}", unit, cell, interval])
-    return markdown_table(SUMMARY_HEADER, rows)
-
-
-SUMMARY_HEADER = ["Text / treebank", "Setting", "Seeds finished", "Measure", "Mean ± std", "95% CI over seeds (t)"]
-GAIN_HEADER = ["Task", "Text / treebank", "Converted to", "Seeds", "Gain per seed", "Mean gain"]
-GAIN_HEADER += ["95% CI over seeds (t)", "Reading"]
-
-
-def gain_table(gains: pd.DataFrame) -> str:
-    header = GAIN_HEADER
-    rows = []
-    for _, g in gains.iterrows():
-        digits = 3 if g["task"] == "charlm" else 2
-        per_seed = ", ".join(f"{s}: {v:+.{digits}f}" for s, v in g["per_seed"].items()) or "–"
-        interval = "–" if pd.isna(g["low"]) else f"[{g['low']:+.{digits}f}, {g['high']:+.{digits}f}]"
-        mean = "–" if pd.isna(g["mean"]) else f"{g['mean']:+.{digits}f}"
-        task = "char LM (bits saved)" if g["task"] == "charlm" else "tagging (points)"
-        rows.append(
-            [task, g["treebank"], VARIANTS[g["variant"]].label, str(g["n"]), per_seed, mean, interval, g["reading"]]
-        )
-    return markdown_table(header, rows)
-
-
-def provenance_table(frame: pd.DataFrame) -> str:
-    """Per task and setting: the commits, backends and machines of the finished runs (result.json),
-    so that a setting whose runs came from several commits' code shows it."""
-    rows = []
-    finished = frame[frame["status"] == "finished"]
-    for (task, setting), group in finished.groupby(["task", "setting"], sort=False):
-        values = [
-            ", ".join(sorted({v for v in group[c] if v})) or "not recorded" for c in ("commit", "backend", "machine")
-        ]
-        rows.append([task, setting, str(len(group)), *values])
-    return markdown_table(["Task", "Setting", "Finished runs", "Commits", "Backends", "Machines"], rows)
-
-
-def missing_lines(frame: pd.DataFrame, commands: dict[str, str]) -> list[str]:
-    """One line per make target with unfinished runs: which, and the command that trains or resumes them."""
-    lines = []
-    for target, group in frame[frame["status"] != "finished"].groupby("target", sort=False):
-        runs = ", ".join(f"{where} ({status})" for where, status in zip(group["where"], group["status"]))
-        lines.append(f"- `{commands[target]}` trains or resumes {len(group)}: {runs}")
-    return lines
-
-
-# ---------------------------------------------------------------- the figure
-
-STYLES = {SOURCE: ("grey", "-"), SCRATCH: (None, ":"), CONTINUED: (None, "-")}
-
-
-def _x_offset(state: RunState, task: str, states: list[RunState]) -> float:
-    """Where a continued run's own batches (char LM) or epochs (tagger) start on the source's axis."""
-    if state.expected.role != CONTINUED or state.result is None and state.curve.empty:
-        return 0.0
-    e = state.expected
-    same = lambda s: s.expected.role == SOURCE and (s.expected.treebank, s.expected.seed) == (e.treebank, e.seed)
-    source = next((s for s in states if same(s)), None)
-    if source is None or source.result is None:
-        return 0.0
-    if task == "charlm":
-        started = state.result.started_from if state.result is not None else {}
-        steps = started.get("start_step")
-        if steps is None and len(source.curve):  # a running run: the source's curve ends near its best epoch
-            steps = int(source.curve["step"].max()) * source.result.best_epoch // max(source.result.epochs_run, 1)
-        return float(steps or 0)
-    return float(source.result.best_epoch)
-
-
-def _colour(variant: str) -> str:
-    order = list(dict.fromkeys(CONTINUE_CHARLM_VARIANTS + CONTINUE_UD_VARIANTS))
-    return f"C{order.index(variant)}"
-
-
-def _plot_run(ax, state: RunState, task: str, states: list[RunState]) -> None:
-    e = state.expected
-    colour, style = STYLES[e.role]
-    colour = colour or _colour(e.variant)
-    if task == "charlm":
-        x, y = state.curve.get("step"), state.curve.get(DEV_BITS_COLUMN)
-    else:
-        x, y = state.history.get("epoch"), state.history.get("dev_accuracy")
-        y = None if y is None else 100 * y
-    if x is None or y is None or len(x) == 0:
-        return
-    label = setting_name(e.role, e.variant) if e.seed == 1 else None
-    width = 0.8 if e.role == SOURCE else 1.2
-    ax.plot(x + _x_offset(state, task, states), y, style, color=colour, linewidth=width, label=label)
-
-
-def _zoom(ax, task: str, states: list[RunState]) -> None:
-    """The range where the continued runs are (the sources' first epochs lie far off), widened to
-    the from-scratch runs' best values (their first epochs lie far off too)."""
-    continued, scratch = _dev_values(task, states, CONTINUED), _dev_values(task, states, SCRATCH)
-    if not continued:
-        return
-    if task == "charlm":  # bits: lower is better
-        ax.set_ylim(min(continued + scratch) - 0.1, max(continued) + 0.4)
-    else:
-        ax.set_ylim(min(continued) - 3, max(continued + scratch) + 1)
-
-
-def _dev_values(task: str, states: list[RunState], role: str) -> list[float]:
-    """The dev values (bits per character, or accuracy in %) of the runs of `role`."""
-    column = DEV_BITS_COLUMN if task == "charlm" else "dev_accuracy"
-    scale = 1 if task == "charlm" else 100
-    return [scale * v for s in states if s.expected.role == role and column in s.history for v in s.history[column]]
-
-
-def figure(states: list[RunState]):
-    """Dev bits per character against batches (char LM) and dev accuracy against epochs (each
-    treebank): the source runs, their continuations as they are and converted (from the source's
-    best epoch on), and the converted settings from scratch; one line per run."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    panels = ["charlm", *dict.fromkeys(s.expected.treebank for s in states if s.expected.task == "ud")]
-    fig = Figure(figsize=(4.2 * min(len(panels), 3), 3.6 * math.ceil(len(panels) / 3)))
-    for index, panel in enumerate(panels):
-        ax = fig.add_subplot(math.ceil(len(panels) / 3), min(len(panels), 3), index + 1)
-        task = "charlm" if panel == "charlm" else "ud"
-        mine = [s for s in states if s.expected.task == task and (task == "charlm" or s.expected.treebank == panel)]
-        for state in mine:
-            _plot_run(ax, state, task, mine)
-        _zoom(ax, task, mine)
-        if task == "charlm":
-            ax.set(xlabel="batches", ylabel="dev bits per character", title="Character LM (English-GUM)")
-        else:
-            ax.set(xlabel="epochs", ylabel="dev accuracy (%)", title=panel.removeprefix("UD_"))
-        if ax.lines:
-            ax.legend(fontsize=6)
-    fig.tight_layout()
-    return fig
-
-
-# ---------------------------------------------------------------- the page
-
-INTRO = """Does a convolution over the attention map add capacity, or only learning speed? A trained
-SAN+PE[add] model is trained on three ways from its best epoch, with the same seed and a new
-optimizer: as it is (the plain continuation), and converted to +Conv2d (and, for the character
-LM, +Conv2d[pre]) with the convolution started at identity (`convatt train --from`), so that the
-converted model first computes exactly what the trained one computes (the "dev at the start"
-columns: the source's dev score measured again after conversion). If the converted runs end
-better than the plain continuation, the convolution adds what more training of the plain model
-does not: capacity; if not, its value is learning efficiency. The same settings trained from
-scratch (the char LM: as many batches as source and continuation together) are beside them."""
-
-
-def _commands(lm_root: Path, ud_root: Path, lm_epochs: int) -> dict[str, str]:
-    return {
-        "lm-continue": f"make lm-continue EPOCHS={lm_epochs} RUNS={lm_root}",
-        "lm-continue-scratch": f"make lm-continue-scratch EPOCHS={lm_epochs} RUNS={lm_root}",
-        "ud-continue": f"make ud-continue RUNS={ud_root}",
-        "ud-continue-scratch": f"make ud-continue-scratch RUNS={ud_root}",
-    }
-
-
-def page_text(frame: pd.DataFrame, gains: pd.DataFrame, commands: dict[str, str], when: str) -> str:
-    """The Markdown page: the state of the runs, the gains and their readings, the tables, provenance."""
-    done = (frame["status"] == "finished").sum()
-    missing = missing_lines(frame, commands)
-    state = f"As read {when}: {done} of {len(frame)} runs finished."
-    state += (
-        (" Not finished yet, and the commands that train or resume them:\n\n" + "\n".join(missing)) if missing else ""
-    )
-    sections = [
-        f"# Efficiency or capacity? Convoluted attention added to trained models\n\n{INTRO}",
-        f"## The runs\n\n{state}",
-        "## The converted runs' gain over the plain continuation\n\n" + GAIN_NOTE + "\n\n"
-        + (gain_table(gains) if len(gains) else NO_GAIN_YET),
-        "## Test scores per setting\n\n" + SUMMARY_NOTE + "\n\n" + summary_table(frame),
-        f"![Dev curves: the source runs, continued as they are and converted, and from scratch]({PAGE}_dev.png)",
-        "## Every run\n\n### Character LM\n\n" + runs_table(frame, "charlm"),
-        "### Tagging\n\n" + runs_table(frame, "ud"),
-        "## Provenance\n\nThe code's commit, the backend and the machine of every finished run, per setting "
-        "(result.json's `source_commit`, `backend`, `machine`; a continued run's source is in its "
-        "`started_from`): a setting with one commit is one commit's computation.\n\n" + provenance_table(frame),
-    ]  # fmt: skip
-    return "\n\n".join(sections) + "\n"
-
-
-NO_GAIN_YET = "No converted run and plain continuation of the same seed have finished yet."
-GAIN_NOTE = (
-    "Per seed: the converted run's test score minus the plain continuation's of the same seed (the char "
-    "LM: bits per character saved, the tagger: accuracy points gained; positive: the converted run is "
-    "better), their mean and its Student-t 95% interval over the seeds. For the tagger the last rows "
-    "take each seed's mean gain over the treebanks. \"No difference\": the interval lies within "
-    f"±{MARGINS['charlm']} bits / ±{MARGINS['ud']} points; \"not settled\": it covers 0 and reaches beyond."
-)
-SUMMARY_NOTE = (
-    "Mean ± standard deviation (ddof=0) over the finished seeds, and the Student-t 95% interval of the "
-    "mean; a setting with fewer finished seeds than runs is partial."
-)
-
-
-def write_page(lm_root: Path, ud_root: Path, out: Path, when: str, lm_epochs: int = 60) -> list[Path]:
-    """`efficiency_or_capacity.md`, `.csv` (one row per run) and `_dev.png` in `out` from the runs
-    under `lm_root` and `ud_root` (read, never written); the treebanks: the embedded four and any
-    other under `ud_root`'s ud/."""
-    from convatt.results.output import save
-    from convatt.rundir.storage import write_text
-
-    treebanks = sorted({p.name for p in (Path(ud_root) / "ud").glob("UD_*")} | set(EMBEDDED_TREEBANKS))
-    states = [read_state(e) for e in expected_runs(Path(lm_root), Path(ud_root), treebanks)]
-    frame = runs_frame(states)
-    gains = gain_frame(frame)
-    out.mkdir(parents=True, exist_ok=True)
-    md, csv = out / f"{PAGE}.md", out / f"{PAGE}.csv"
-    write_text(md, page_text(frame, gains, _commands(lm_root, ud_root, lm_epochs), when))
-    write_text(csv, frame.to_csv(index=False, float_format="%.4f"))
-    paths = [md, csv, *save(figure(states), out / f"{PAGE}_dev")]
-    for pdf in [p for p in paths if p.suffix == ".pdf"]:
-        pdf.unlink()
-    return [p for p in paths if p.suffix != ".pdf"]
-
-
-EMBEDDED_TREEBANKS = ["UD_Afrikaans-AfriBooms", "UD_English-GUM", "UD_English-LinES", "UD_Vietnamese-VTB"]
+def seed_difference(
+    task: str, treebank: str, variant: str, converted: pd.Series, reference: pd.Series, ahead_means: str = CAPACITY
+) -> dict:
+    """The converted setting's gain over `reference` (test scores by seed), paired by seed on the
+    seeds where both finished: bits per character saved (char LM) or accuracy points gained (tagger);
+    per seed, mean, std, t-interval, verdict, reading, and both settings' mean over those seeds."""
+    seeds = sorted(set(reference.index) & set(converted.index))
+    sign = -1 if task == "charlm" else 1  # fewer bits, more accuracy: a gain
+    per_seed = {s: sign * (converted[s] - reference[s]) for s in seeds}
+    mean, std, n = seed_stats(per_seed.values())
+    low, high = t_interval(per_seed.values())
+    return dict(
+        task=task, treebank=treebank, variant=variant, per_seed=per_seed, n=n, mean=mean, std=std, low=low,
+        high=high, verdict=verdict(task, low, high, n), reading=_reading(task, low, high, n, ahead_means),
+        converted=converted[seeds].mean() if seeds else math.nan,
+        reference=reference[seeds].mean() if seeds else math.nan,
+        n_converted=len(converted), n_reference=len(reference),
+    )  # fmt: skip

@@ -21,11 +21,13 @@ class Written:
     notes: list[str]
 
 
-def save(fig: Figure, stem: Path) -> list[Path]:
-    """`stem`.png and `stem`.pdf, each written to a temporary name and moved into place."""
+def save(fig: Figure, stem: Path, description: str = "") -> list[Path]:
+    """`stem`.png and `stem`.pdf, each written to a temporary name and moved into place; a
+    `description` (what the figure shows) goes into the PNG's Description and the PDF's Subject."""
     paths = []
-    for fmt in ("png", "pdf"):
+    for fmt, key in (("png", "Description"), ("pdf", "Subject")):
         path = stem.with_name(f"{stem.name}.{fmt}")
-        write_atomically(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=150))
+        metadata = {key: description} if description else None
+        write_atomically(path, lambda tmp, fmt=fmt, m=metadata: fig.savefig(tmp, format=fmt, dpi=150, metadata=m))
         paths.append(path)
     return paths
