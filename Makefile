@@ -37,6 +37,9 @@
 #                       marked tf_only and the training tests marked jax_too again on JAX)
 #   make test-all       the same with the slow tier (what CI runs, docs/contributing.md)
 #   make test-numerics  the numeric tests with oneDNN off and on, one and two threads
+#   make test-compat    the layers on other versions: a venv holding KERAS, TF and JAX (default: setup.cfg's
+#                       floors) and convatt installed from this clone, then the compatibility tests, the layer
+#                       tests and the README's examples there (make test-all runs it at the floors)
 #   make lint           ruff check and format check; make format applies them
 #   make venv           the virtual environment .venv (everything else builds it first)
 #
@@ -126,6 +129,14 @@ EXTRAS       ?= dev,hub
 JAX_CACHE    ?= $(abspath $(RUNS))/.jax-cache
 # pytest workers of `make test`, `test-all` and `test-numerics` (auto: one per CPU core); e.g. TEST_WORKERS=1
 TEST_WORKERS ?= auto
+# test-compat: the Keras version, empty: setup.cfg's floor; e.g. KERAS=3.10.0
+KERAS        ?=
+# test-compat: the TensorFlow version, empty: setup.cfg's floor; e.g. TF=2.19.1
+TF           ?=
+# test-compat: the JAX version, empty: setup.cfg's floor; e.g. JAX=0.6.2
+JAX          ?=
+# test-compat: the KerasHub version, empty: none (the KerasHub blocks' tests skip); e.g. HUB=0.25.0
+HUB          ?=
 # runs at once, the same as make -j JOBS; e.g. JOBS=2
 JOBS         ?=
 # slurm: submit the grid's unfinished runs as one Slurm job array instead of running them here; e.g. SUBMIT=slurm
@@ -443,6 +454,33 @@ test test-all: $(VENV_STAMP)
 	part "JAX training" env KERAS_BACKEND=jax $(PYTEST) $(PYTEST_PARALLEL) $(call select,jax_too) $(JAX_TRAINING_TESTS); \
 	if [ -n "$$failed" ]; then echo "make $@: FAILED: $${failed#, }"; exit 1; fi; \
 	echo "make $@: all three parts passed"
+
+# ---- the layers on other versions (test-compat): a venv per combination under .venv-compat/, convatt
+# installed from this clone as a user installs it (not editable: the tests import the installed package,
+# so they run from tests/ where the clone's convatt/ is not on the path) ----
+floor = $(shell sed -n 's/^ *$(1)\(\[[a-z0-9]*\]\)\{0,1\}>=\([0-9.]*\).*/\2/p' setup.cfg | head -1)
+COMPAT_KERAS := $(or $(KERAS),$(call floor,keras))
+COMPAT_TF    := $(or $(TF),$(call floor,tensorflow))
+COMPAT_JAX   := $(or $(JAX),$(call floor,jax))
+COMPAT_VENV  := .venv-compat/keras$(COMPAT_KERAS)-tf$(COMPAT_TF)-jax$(COMPAT_JAX)$(if $(HUB),-hub$(HUB))
+COMPAT_PINS  := keras==$(COMPAT_KERAS) tensorflow==$(COMPAT_TF) jax[cpu]==$(COMPAT_JAX) $(if $(HUB),keras-hub==$(HUB))
+# the layer tests at the floor: every layer test file under TensorFlow (the slow tier of the
+# compatibility file too: one epoch of the tagger and the char LM), then under JAX the compatibility
+# file and the README's layer examples
+COMPAT_PYTEST = cd tests && ../$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=5 $(PYTEST_PARALLEL)
+.PHONY: test-compat
+test-compat:
+	@test -x $(COMPAT_VENV)/bin/pytest || { $(PYTHON) -m venv $(COMPAT_VENV) && \
+	  $(COMPAT_VENV)/bin/pip install -q "$(CURDIR)" $(COMPAT_PINS) pytest pytest-xdist hypothesis filelock packaging; }
+	@# this clone's code as it is now, the pinned versions kept
+	@$(COMPAT_VENV)/bin/pip install -q --no-deps --force-reinstall "$(CURDIR)"
+	@echo "---- test-compat: $$($(COMPAT_VENV)/bin/python -c 'import keras, tensorflow, jax; print("Keras", keras.version(), "TensorFlow", tensorflow.__version__, "JAX", jax.__version__)')"
+	@failed=""; \
+	part() { name=$$1; shift; echo "---- test-compat, $$name"; "$$@" || failed="$$failed, $$name"; }; \
+	part "TensorFlow layers" bash -c 'export KERAS_BACKEND=tensorflow; $(COMPAT_PYTEST) -m "not slow" $(LAYER_TESTS:tests/%=%) test_readme.py::test_readme_python_examples_run && $(COMPAT_PYTEST) -m slow test_layers_keras_compat.py test_layers_docs.py'; \
+	part "JAX" bash -c 'export KERAS_BACKEND=jax; $(COMPAT_PYTEST) test_layers_keras_compat.py test_readme.py::test_readme_python_examples_run'; \
+	if [ -n "$$failed" ]; then echo "make test-compat: FAILED: $${failed#, }"; exit 1; fi; \
+	echo "make test-compat: both parts passed ($(COMPAT_VENV))"
 
 # The numeric tests (what a backend computes: the layers against their references, the tagger,
 # the fast path against the baseline, cached against whole-prefix decoding, a stopped run resumed)

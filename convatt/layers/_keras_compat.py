@@ -27,6 +27,7 @@ from __future__ import annotations
 import inspect
 
 import keras
+from packaging.version import Version
 
 _KERAS_ATTENTION = keras.layers.MultiHeadAttention._compute_attention
 _ATTENTION_ARGUMENTS = inspect.signature(_KERAS_ATTENTION).parameters
@@ -39,6 +40,13 @@ causal mask (`_compute_causal_mask`) and passes it as `attention_mask`."""
 SCORES_ARGUMENT = "return_attention_scores" in _ATTENTION_ARGUMENTS
 """Keras 3.10+: `_compute_attention` takes `return_attention_scores`. Before: it reads
 `self._return_attention_scores`, which Keras' `call` sets first."""
+
+
+SOFTMAX_ZEROES_EMPTY_ROWS = Version(keras.version()) >= Version("3.10")
+"""Keras 3.10+: a masked `Softmax` sets a fully masked row to 0, so Keras' layer gives a query with
+no key left no attention on its path without the fused kernel (dropout, the attention asked for).
+Before: the row is uniform over every key, as on the fused path (a version number: Keras' source
+says it in `Softmax.call`, which runs only on tensors)."""
 
 
 def keras_attention(layer, query, key, value, attention_mask, training, return_attention_scores: bool, causal: bool):

@@ -441,13 +441,14 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         """The padded query rows `(b, 1 or h, q, 1)` (None: none known), which attend as Keras' layer
         makes them attend and which the convolutions read as zero rows: in self-attention, the
         positions of padded keys; a row with no key left is uniform over every key in Keras' fused
-        attention (no dropout, no attention asked for) and 0 in its other path (then not a pad
-        here: a zero row already)."""
+        attention (no dropout, no attention asked for) and, from Keras 3.10, 0 in its other path (then
+        not a pad here: a zero row already; uniform there too before 3.10)."""
         if keep is None or not call.masked:
             return None
         pads = padded_key_rows(keep) if call.self_attention else None
         empty = fully_masked_rows(keep)
-        if self.dropout == 0 and not return_attention_scores:
+        fused = self.dropout == 0 and not return_attention_scores
+        if fused or not keras_compat.SOFTMAX_ZEROES_EMPTY_ROWS:  # Keras' layer: a uniform row
             return empty if pads is None else ops.logical_or(pads, empty)
         return None if pads is None else ops.logical_and(pads, ops.logical_not(empty))
 
