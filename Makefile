@@ -35,7 +35,8 @@
 #                       each unfinished run's epoch and best dev accuracy so far
 #   make test           the test suite without its slow tier (TensorFlow, then the layer tests not
 #                       marked tf_only and the training tests marked jax_too again on JAX)
-#   make test-all       the same with the slow tier (what CI runs, docs/contributing.md)
+#   make test-all       the same with the slow tier, then test-compat at setup.cfg's floors (what CI runs,
+#                       docs/contributing.md)
 #   make test-numerics  the numeric tests with oneDNN off and on, one and two threads
 #   make test-compat    the layers on other versions: a venv holding KERAS, TF and JAX (default: setup.cfg's
 #                       floors) and convatt installed from this clone, then the compatibility tests, the layer
@@ -137,6 +138,8 @@ TF           ?=
 JAX          ?=
 # test-compat: the KerasHub version, empty: none (the KerasHub blocks' tests skip); e.g. HUB=0.25.0
 HUB          ?=
+# test-compat's venv, one per combination of versions; e.g. COMPAT_VENV=/scratch/venv-keras38
+COMPAT_VENV  ?= .venv-compat/keras$(COMPAT_KERAS)-tf$(COMPAT_TF)-jax$(COMPAT_JAX)$(if $(HUB),-hub$(HUB))
 # runs at once, the same as make -j JOBS; e.g. JOBS=2
 JOBS         ?=
 # slurm: submit the grid's unfinished runs as one Slurm job array instead of running them here; e.g. SUBMIT=slurm
@@ -452,8 +455,9 @@ test test-all: $(VENV_STAMP)
 	part "TensorFlow" env KERAS_BACKEND=tensorflow $(PYTEST) $(PYTEST_PARALLEL) $(call select,) tests; \
 	part "JAX layers" env KERAS_BACKEND=jax $(PYTEST) $(PYTEST_PARALLEL) $(call select,not tf_only) $(LAYER_TESTS); \
 	part "JAX training" env KERAS_BACKEND=jax $(PYTEST) $(PYTEST_PARALLEL) $(call select,jax_too) $(JAX_TRAINING_TESTS); \
+	if [ "$@" = test-all ]; then part "the floors" $(MAKE) --no-print-directory test-compat; fi; \
 	if [ -n "$$failed" ]; then echo "make $@: FAILED: $${failed#, }"; exit 1; fi; \
-	echo "make $@: all three parts passed"
+	echo "make $@: every part passed"
 
 # ---- the layers on other versions (test-compat): a venv per combination under .venv-compat/, convatt
 # installed from this clone as a user installs it (not editable: the tests import the installed package,
@@ -462,19 +466,19 @@ floor = $(shell sed -n 's/^ *$(1)\(\[[a-z0-9]*\]\)\{0,1\}>=\([0-9.]*\).*/\2/p' s
 COMPAT_KERAS := $(or $(KERAS),$(call floor,keras))
 COMPAT_TF    := $(or $(TF),$(call floor,tensorflow))
 COMPAT_JAX   := $(or $(JAX),$(call floor,jax))
-COMPAT_VENV  := .venv-compat/keras$(COMPAT_KERAS)-tf$(COMPAT_TF)-jax$(COMPAT_JAX)$(if $(HUB),-hub$(HUB))
+COMPAT_BIN   = $(abspath $(COMPAT_VENV))/bin
 COMPAT_PINS  := keras==$(COMPAT_KERAS) tensorflow==$(COMPAT_TF) jax[cpu]==$(COMPAT_JAX) $(if $(HUB),keras-hub==$(HUB))
 # the layer tests at the floor: every layer test file under TensorFlow (the slow tier of the
 # compatibility file too: one epoch of the tagger and the char LM), then under JAX the compatibility
 # file and the README's layer examples
-COMPAT_PYTEST = cd tests && ../$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=5 $(PYTEST_PARALLEL)
+COMPAT_PYTEST = cd $(CURDIR)/tests && $(COMPAT_BIN)/python -m pytest -q --durations=15 -p no:cacheprovider $(PYTEST_PARALLEL)
 .PHONY: test-compat
 test-compat:
-	@test -x $(COMPAT_VENV)/bin/pytest || { $(PYTHON) -m venv $(COMPAT_VENV) && \
-	  $(COMPAT_VENV)/bin/pip install -q "$(CURDIR)" $(COMPAT_PINS) pytest pytest-xdist hypothesis filelock packaging; }
+	@test -x $(COMPAT_BIN)/pytest || { $(PYTHON) -m venv $(COMPAT_VENV) && \
+	  $(COMPAT_BIN)/pip install -q "$(CURDIR)" $(COMPAT_PINS) pytest pytest-xdist hypothesis filelock packaging; }
 	@# this clone's code as it is now, the pinned versions kept
-	@$(COMPAT_VENV)/bin/pip install -q --no-deps --force-reinstall "$(CURDIR)"
-	@echo "---- test-compat: $$($(COMPAT_VENV)/bin/python -c 'import keras, tensorflow, jax; print("Keras", keras.version(), "TensorFlow", tensorflow.__version__, "JAX", jax.__version__)')"
+	@$(COMPAT_BIN)/pip install -q --no-deps --force-reinstall "$(CURDIR)"
+	@echo "---- test-compat: $$($(COMPAT_BIN)/python -c 'import keras, tensorflow, jax; print("Keras", keras.version(), "TensorFlow", tensorflow.__version__, "JAX", jax.__version__)')"
 	@failed=""; \
 	part() { name=$$1; shift; echo "---- test-compat, $$name"; "$$@" || failed="$$failed, $$name"; }; \
 	part "TensorFlow layers" bash -c 'export KERAS_BACKEND=tensorflow; $(COMPAT_PYTEST) -m "not slow" $(LAYER_TESTS:tests/%=%) test_readme.py::test_readme_python_examples_run && $(COMPAT_PYTEST) -m slow test_layers_keras_compat.py test_layers_docs.py'; \

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+SETUP_CFG = (ROOT / "setup.cfg").read_text()
 SHARED_UD = ROOT.parent / "shared" / "data" / "ud-2.2"
 sys.path.insert(0, str(ROOT / "experiments"))
 import grid  # noqa: E402  (experiments/grid.py)
@@ -331,20 +332,35 @@ exit 0
 
 @pytest.mark.parametrize("target", ["test", "test-all"])
 def test_make_test_runs_every_part_and_names_the_failed_ones(venv, tmp_path, target):
-    """A part that fails stops neither of the others; the target fails at the end, naming it.
-    `make test` leaves out the slow tier, `make test-all` runs it; each prints its slowest 15."""
+    """A part that fails stops none of the others; the target fails at the end, naming it.
+    `make test` leaves out the slow tier, `make test-all` runs it, then test-compat's two parts
+    (in COMPAT_VENV: a fake one here); each prints its slowest 15."""
     (venv / "bin").mkdir()
-    (venv / "bin" / "python").write_text(FAKE_PYTHON)
-    (venv / "bin" / "python").chmod(0o755)
-    done = make(target, tmp=tmp_path, venv=venv, dry=False, check=False, env={"FAIL_BACKEND": "tensorflow"})
-    assert done.returncode != 0 and f"make {target}: FAILED: TensorFlow" in done.stdout, done.stdout
-    calls = (venv / "bin" / "calls").read_text().splitlines()
-    assert [c.split()[0] for c in calls] == ["tensorflow", "jax", "jax"]
+    for program in ("python", "pip", "pytest"):
+        (venv / "bin" / program).write_text(FAKE_PYTHON)
+        (venv / "bin" / program).chmod(0o755)
+    args = (target, f"COMPAT_VENV={venv}")
+    env = {"KERAS_BACKEND": ""}  # the backend each part sets, not the one of this test's process
+    done = make(*args, tmp=tmp_path, venv=venv, dry=False, check=False, env=env | {"FAIL_BACKEND": "tensorflow"})
+    failed = "TensorFlow" + (", the floors" if target == "test-all" else "")
+    assert done.returncode != 0 and f"make {target}: FAILED: {failed}" in done.stdout, done.stdout
+    calls = [c for c in (venv / "bin" / "calls").read_text().splitlines() if "-m pytest" in c]
+    floors = ["tensorflow", "jax"] if target == "test-all" else []  # the failed first TF part skips the slow one
+    assert [c.split()[0] for c in calls] == ["tensorflow", "jax", "jax", *floors]
     assert all("-m pytest -q --durations=15" in c for c in calls)
-    assert all(("not slow" in c) == (target == "test") for c in calls), calls
+    assert all(("not slow" in c) == (target == "test") for c in calls[:3]), calls
     assert "-m not tf_only" in calls[1] and "-m jax_too" in calls[2]
-    passed = make(target, tmp=tmp_path, venv=venv, dry=False, check=False, env={"FAIL_BACKEND": "none"})
-    assert passed.returncode == 0 and f"make {target}: all three parts passed" in passed.stdout
+    passed = make(*args, tmp=tmp_path, venv=venv, dry=False, check=False, env=env | {"FAIL_BACKEND": "none"})
+    assert passed.returncode == 0 and f"make {target}: every part passed" in passed.stdout
+
+
+def test_make_test_compat_pins_the_floors_of_setup_cfg(tmp_path):
+    """Without KERAS, TF and JAX: setup.cfg's floors, what CI runs; with them: those."""
+    floors = make("test-compat", tmp=tmp_path).stdout
+    for name, version in re.findall(r"^ *(keras|tensorflow|jax)(?:\[\w+\])?>=([\d.]+)", SETUP_CFG, re.M):
+        assert f"{name}{'[cpu]' if name == 'jax' else ''}=={version}" in floors
+    chosen = make("test-compat", "KERAS=3.10.0", "TF=2.19.1", "JAX=0.6.2", tmp=tmp_path).stdout
+    assert "keras==3.10.0 tensorflow==2.19.1 jax[cpu]==0.6.2" in chosen and "keras3.10.0-tf2.19.1-jax0.6.2" in chosen
 
 
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "reference").is_dir(), reason="needs ../shared")
