@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
-
-from tests.synthetic_runs import write_run
-from tests.test_makefile import make, train_commands
+from synthetic_runs import write_run
+from test_makefile import make, train_commands
 
 
 def test_lm_continue_starts_each_setting_from_the_source_run_of_its_seed(tmp_path):

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pytest
+from float_order import assert_clear_choices
 from helpers import ROOT
+from test_sequence_tasks import LINES, tiny_run
 
 from convatt.inference.generation import CausalSteps, Sampling, generate
 from convatt.model.variants import CHARLM_VARIANTS
 from convatt.sequence.config import make_sequence_config
 from convatt.sequence.model import build_causal_model
-from tests.float_order import assert_clear_choices
-from tests.test_sequence_tasks import LINES, tiny_run
 
 N_SYMBOLS, MAX_LEN = 12, 16
 

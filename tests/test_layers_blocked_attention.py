@@ -6,11 +6,11 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
+from test_layers_modification_table import row_options as table_rows
 
 from convatt.layers import MultiHeadAttention, blocked_attention
 from convatt.layers.blocked_attention import block_size, position_dropout
 from convatt.speed import blocked_bench
-from tests.test_layers_modification_table import row_options as table_rows
 
 B, T, D, H = 2, 11, 8, 2
 BLOCK = 3  # T = 3 blocks of 3 and one of 2: halos cross every block boundary
@@ -259,3 +259,29 @@ def test_a_model_in_blocks_trains_as_on_the_whole_matrix(jit_compile, inputs):
     for want, got in zip(*(m.get_weights() for m in models)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert max(np.abs(a - b).max() for a, b in zip(initial, models[0].get_weights())) > 1e-3  # it trained
+
+
+CRASHED_JAXLIB = """
+import keras, numpy as np
+from convatt.layers import MultiHeadAttention
+from convatt.speed.attention_bench import _layer_step
+
+mta = dict(attention_conv="2d", conv_before_softmax=True, conv_kernel_size=(2, 9))
+layer = MultiHeadAttention(4, 32, **mta, query_block=128)
+x = keras.ops.convert_to_tensor(np.random.default_rng(0).normal(size=(2, 1000, 128)).astype("float32"))
+_layer_step(layer, x, causal=False).run()
+print("gradient done")
+"""
+
+
+@pytest.mark.slow  # about a minute of compilation and a 1,000-token gradient
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the crash was XLA's CPU dot under JAX")
+def test_the_gradient_of_blocked_mta_at_1000_tokens_does_not_crash_the_process():
+    """jaxlib 0.10.2's CPU dot (YNNPACK) ended this process with SIGSEGV (1,024 tokens or the whole
+    matrix did not); setup.cfg excludes that jaxlib. A process of its own, so a crash fails the test
+    instead of ending pytest's."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", CRASHED_JAXLIB], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and "gradient done" in done.stdout, (done.returncode, done.stderr[-2000:])

@@ -7,10 +7,10 @@ import pytest
 
 keras_hub = pytest.importorskip("keras_hub")
 
+from float_order import assert_clear_choices  # noqa: E402
 from keras import ops  # noqa: E402
 
 from convatt.layers.keras_hub_blocks import TransformerDecoder  # noqa: E402
-from tests.float_order import assert_clear_choices  # noqa: E402
 
 D, LENGTH, VOCAB, ENCODER = 16, 6, 11, 5
 DECODER_OPTIONS = {
