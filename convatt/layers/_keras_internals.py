@@ -1,0 +1,53 @@
+"""The private Keras internals convatt reads, in one place (Keras 3; checked against 3.15).
+
+Keras keeps each layer call of a functional model in a node: the layer, the call's
+arguments as given (`Node.arguments`) and its outputs. `convert_model` reads a layer's
+causality from there and compares the layers' outputs of two models; KerasHub's blocks
+read a tensor's Keras mask as KerasHub does. Nothing else in convatt touches these, so a
+change of Keras' internals is met here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+from keras.src.backend import get_keras_mask
+
+
+@dataclass(frozen=True)
+class LayerCall:
+    """One call of a layer in a functional graph: the arguments as given, the outputs (flat)."""
+
+    layer: keras.layers.Layer
+    args: tuple
+    kwargs: dict[str, Any]
+    outputs: tuple
+
+
+def graph_calls(model: keras.Model) -> list[LayerCall] | None:
+    """Every layer call of `model`'s functional graph (`Function._nodes_by_depth`), inputs
+    first, input layers left out; None where `model` has no graph (a subclassed model, an
+    unbuilt Sequential)."""
+    graph = getattr(model, "_functional", None) if isinstance(model, keras.Sequential) else model
+    by_depth = getattr(graph, "_nodes_by_depth", None)
+    if by_depth is None:
+        return None
+    calls = []
+    for depth in sorted(by_depth, reverse=True):  # Keras runs the graph in this order
+        for node in by_depth[depth]:
+            if not isinstance(node.operation, keras.layers.InputLayer):
+                arguments, outputs = node.arguments, tuple(node.outputs)
+                calls.append(LayerCall(node.operation, tuple(arguments.args), dict(arguments.kwargs), outputs))
+    return calls
+
+
+def keras_mask(x):
+    """`x`'s Keras mask, or None (a tensor attribute under TensorFlow, a side table under JAX)."""
+    return get_keras_mask(x)
+
+
+def sublayers(layer: keras.layers.Layer) -> list[keras.layers.Layer]:
+    """Every layer tracked inside `layer`, at any depth, `layer` left out (`Layer._flatten_layers`)."""
+    return list(layer._flatten_layers(include_self=False))
