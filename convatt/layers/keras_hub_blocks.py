@@ -24,6 +24,7 @@ except ImportError as error:  # the optional extra
 from keras_hub.src.layers.modeling.transformer_layer_utils import merge_padding_and_attention_mask
 
 from convatt.layers import attention_cache
+from convatt.layers._keras_internals import keras_mask
 from convatt.layers.multi_head_attention import MultiHeadAttention
 
 OLD_WEIGHT_ORDER = {"attention_weight_order": "modifications_first"}
@@ -41,11 +42,6 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
     with a convolution, queries). What else a cross-attention needs (the decoder's padding
     and position, the earlier decoder queries), `TransformerDecoder` passes as arguments.
     """
-
-
-def _keras_mask(x):
-    """`x`'s Keras mask where it has one (KerasHub's decoder reads it so too), else None."""
-    return getattr(x, "_keras_mask", None)
 
 
 def _replace_attention(block, attribute: str, shape, value_shape, options: dict[str, Any]) -> None:
@@ -232,7 +228,7 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
             decoder_sequence, decoder_padding_mask, decoder_attention_mask, use_causal_mask,
             self_attention_cache, self_attention_cache_update_index,
         )  # fmt: skip
-        padding = decoder_padding_mask if decoder_padding_mask is not None else _keras_mask(decoder_sequence)
+        padding = decoder_padding_mask if decoder_padding_mask is not None else keras_mask(decoder_sequence)
         cache, queries, position = self_attention_cache, None, None
         if encoder_sequence is not None and cross_attention_cache is not None:
             position = self._cross_query_position(self_attention_cache, self_attention_cache_update_index)
@@ -240,12 +236,12 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         own = {"attention_mask": mask, "cache": cache, "cache_update_index": self_attention_cache_update_index}
         x, cache = self._attention_block("self", decoder_sequence, own, training)
         if encoder_sequence is not None:
-            cross = self._cross_arguments(encoder_sequence, encoder_padding_mask, encoder_attention_mask, padding)
+            cross = self._cross_arguments(encoder_sequence, encoder_padding_mask, encoder_attention_mask)
             if cross_attention_cache is not None:
                 cross = self._cached_cross_arguments(
                     cross, cross_attention_cache, cross_attention_cache_update_index, queries, position
                 )  # fmt: skip
-            x, cross_attention_cache, queries = self._cross_block(x, encoder_sequence, cross, training)
+            x, cross_attention_cache, queries = self._cross_block(x, encoder_sequence, cross, padding, training)
         x = self._feedforward_block(x, training)
         return self._outputs(x, cache, queries, cross_attention_cache, encoder_sequence is not None)
 
@@ -264,13 +260,13 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
                 "given or both None."
             )
 
-    def _attention_block(self, which: str, x, arguments: dict, training, value=None):
+    def _attention_block(self, which: str, x, arguments: dict, training, value=None, padding=None):
         """A residual attention block as KerasHub's (`which`: "self" or "cross"): `(x, the call's
         further outputs: None, the cache, or (cache, query cache))`."""
         layer, norm = getattr(self, f"_{which}_attention_layer"), getattr(self, f"_{which}_attention_layer_norm")
         residual = x
         x = norm(x) if self.normalize_first else x
-        output = layer(query=x, value=x if value is None else value, training=training, **arguments)
+        output = self._attend(layer, x, x if value is None else value, arguments, training, padding)
         rest = None
         if arguments.get("cache") is not None:
             output, *rest = output
@@ -279,10 +275,25 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         return (x if self.normalize_first else norm(x)), rest
 
     @staticmethod
-    def _cross_arguments(encoder_sequence, encoder_padding_mask, encoder_attention_mask, padding) -> dict:
-        """The cross-attention's arguments on whole sequences: KerasHub's mask and the decoder's padding."""
+    def _attend(layer, query, value, arguments: dict, training, padding=None):
+        """The attention called as KerasHub calls its own, which takes no query mask: padded decoder rows
+        attend as every row (the query's Keras mask would mask them: an all-True `query_mask` keeps it
+        out). Where `padding` (the decoder's) is known and a convolution mixes rows, the real rows come
+        from a second call with it as the query mask, so that they read no pad row."""
+        if arguments.get("cache") is not None:  # a cached step: its tokens are real
+            return layer(query=query, value=value, training=training, **arguments)
+        every = layer(query=query, value=value, training=training, query_mask=ops.ones(ops.shape(query)[:2], "bool"),
+                      **arguments)  # fmt: skip
+        if padding is None or not layer.attention_conv:
+            return every
+        real = layer(query=query, value=value, training=training, query_mask=padding, **arguments)
+        return ops.where(ops.expand_dims(ops.cast(padding, "bool"), -1), real, every)
+
+    @staticmethod
+    def _cross_arguments(encoder_sequence, encoder_padding_mask, encoder_attention_mask) -> dict:
+        """The cross-attention's arguments on whole sequences: KerasHub's mask."""
         mask = merge_padding_and_attention_mask(encoder_sequence, encoder_padding_mask, encoder_attention_mask)
-        return {"attention_mask": mask, "query_mask": padding}
+        return {"attention_mask": mask}
 
     @staticmethod
     def _cached_cross_arguments(arguments: dict, cache, index, queries, position) -> dict:
@@ -295,9 +306,9 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
             arguments["query_cache"] = queries
         return arguments
 
-    def _cross_block(self, x, encoder_sequence, arguments: dict, training):
+    def _cross_block(self, x, encoder_sequence, arguments: dict, padding, training):
         """The cross-attention block: `(x, cross cache or None, decoder queries or None)`."""
-        x, rest = self._attention_block("cross", x, arguments, training, value=encoder_sequence)
+        x, rest = self._attention_block("cross", x, arguments, training, value=encoder_sequence, padding=padding)
         return (x, *rest) if isinstance(rest, tuple) else (x, rest, None)
 
     def _feedforward_block(self, x, training):
