@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import keras
-from keras.src.backend import get_keras_mask
+from keras.src.backend import get_keras_mask, set_keras_mask
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,15 @@ def graph_calls(model: keras.Model) -> list[LayerCall] | None:
 def keras_mask(x):
     """`x`'s Keras mask, or None (a tensor attribute under TensorFlow, a side table under JAX)."""
     return get_keras_mask(x)
+
+
+def drop_keras_masks(*tensors) -> None:
+    """Take the Keras masks off `tensors` in place, as Keras' `MultiHeadAttention.call` does with its
+    inputs: a mask-aware layer after it that reads the same tensors (`Add` of a residual) sees them
+    unmasked, and a drop-in must leave them so too."""
+    for x in tensors:
+        if x is not None:
+            set_keras_mask(x, None)
 
 
 def sublayers(layer: keras.layers.Layer) -> list[keras.layers.Layer]:

@@ -60,6 +60,8 @@ def _replace_attention(block, attribute: str, shape, value_shape, options: dict[
         weight_order=getattr(block, "attention_weight_order", "keras"),
         **options,
     )
+    # Keras' attention (KerasHub's encoder) takes its inputs' Keras masks off, KerasHub's cached one keeps them.
+    ours._drops_caller_masks = type(theirs) is keras.layers.MultiHeadAttention
     ours.build(shape, value_shape)
     setattr(block, attribute, ours)
 
@@ -120,6 +122,12 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
     convolution (`attention_conv`) both attentions align their query taps on past
     queries (`conv_causal=True`, so the cross-attention, whose mask is not causal,
     reads no later decoder position either).
+
+    Every row as KerasHub's decoder computes it: KerasHub's attention takes no query mask,
+    so a padded decoder row (the decoder sequence's Keras mask or `decoder_padding_mask`)
+    attends as any row does, here too, each modification applied to it; only the convolutions
+    keep pads from real rows (in the cross-attention, where the decoder's padding is known,
+    by a second call that gives the real rows: twice the cross-attention's cost).
 
     Decoding a token at a time: KerasHub's `self_attention_cache` and
     `self_attention_cache_update_index` (and the cross-attention's), as KerasHub's
@@ -220,9 +228,10 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         use_causal_mask=True,
         training=None,
     ):
-        """KerasHub's decoder call, with its cross-attention told what KerasHub's is not: the decoder's
-        padding (with a convolution it would reach real rows), and, cached, the decoder position and
-        the earlier decoder queries (kept as the self-attention cache's last slot)."""
+        """KerasHub's decoder call, every row as KerasHub computes it (padded rows attend as any row),
+        with its cross-attention told what KerasHub's is not: the decoder's padding (with a convolution
+        it would reach real rows; `_attend`), and, cached, the decoder position and the earlier decoder
+        queries (kept as the self-attention cache's last slot)."""
         self._check_call(encoder_sequence, self_attention_cache, cross_attention_cache)
         mask = self._compute_self_attention_mask(
             decoder_sequence, decoder_padding_mask, decoder_attention_mask, use_causal_mask,
