@@ -238,7 +238,9 @@ def test_a_call_that_cannot_be_read_is_named_not_guessed():
     shared = keras.Model(x, attention(x, x) + attention(x, x, use_causal_mask=True))
     with pytest.raises(ValueError, match="both_ways: called both with use_causal_mask=True and False"):
         convert_model(shared, attention_conv="2d")
+    # without a convolution the start is the same either way: converted (a statement is not contradicted)
     assert isinstance(convert_model(shared, talking_heads=True).get_layer("both_ways"), MultiHeadAttention)
+    convert_model(shared, causal={"both_ways": True}, talking_heads=True)
 
     class Subclassed(keras.Model):
         def __init__(self):
@@ -266,3 +268,32 @@ def test_the_check_of_convert_model_names_the_first_layer_that_differs(monkeypat
     x = np.random.default_rng(2).normal(size=(B, T, D)).astype("float32")
     with pytest.raises(ConversionMismatch, match="first: the converted model's outputs differ"):
         convert_model(keras_model(True), check=x, attention_conv="2d")
+
+
+def test_a_functional_model_inside_the_model_is_converted_too():
+    x = keras.Input((T, D))
+    attended = keras.layers.MultiHeadAttention(2, 4, name="inner_attention")(x, x, use_causal_mask=True)
+    inner = keras.Model(x, x + attended, name="inner")
+    y = keras.Input((T, D))
+    outer = keras.Model(y, keras.layers.Dense(3)(inner(y)))
+    randomize(outer, 11)
+    data = np.random.default_rng(3).normal(size=(B, T, D)).astype("float32")
+    converted = convert_model(outer, attention_conv="2d", check=data)
+    assert isinstance(converted.get_layer("inner").get_layer("inner_attention"), MultiHeadAttention)
+
+
+@pytest.mark.tf_only
+def test_attention_inside_a_layer_of_ones_own_stays_keras_with_a_warning():
+    @keras.saving.register_keras_serializable(package="test_conversion")
+    class Block(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.attention = keras.layers.MultiHeadAttention(2, 4, name="hidden")
+
+        def call(self, x):
+            return self.attention(x, x)
+
+    x = keras.Input((T, D))
+    model = keras.Model(x, Block(name="block")(x))
+    with pytest.warns(UserWarning, match=r"block: its attention layers \['hidden'\] stay Keras'"):
+        convert_model(model, attention_conv="2d")

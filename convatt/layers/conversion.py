@@ -26,6 +26,9 @@ from convatt.layers._keras_internals import LayerCall, graph_calls, sublayers
 from convatt.layers.modifications import MODIFICATIONS
 from convatt.layers.multi_head_attention import MultiHeadAttention
 
+Causality = dict[int, tuple[keras.layers.Layer, "bool | None"]]
+"""`id(layer) -> (layer, its calls' causality)`; None: not one bool, and the start does not depend on it."""
+
 NO_IDENTITY = tuple(row.flag for row in MODIFICATIONS if row.identity is None)
 """Options with no weights to start from nothing (ALiBi's biases are fixed): each row's `identity`."""
 
@@ -117,9 +120,10 @@ def _depends_on_causality(options: dict[str, Any]) -> bool:
     return bool(options.get("attention_conv")) and not options.get("conv_causal")
 
 
-def _read_causality(calls: list[LayerCall], options: dict[str, Any]) -> dict[int, tuple[keras.layers.Layer, bool]]:
+def _read_causality(calls: list[LayerCall], options: dict[str, Any]) -> Causality:
     """`id(layer) -> (layer, its calls' causality)` for each layer to convert; a ValueError naming
-    a layer whose causality matters and is not one bool (called several ways, or not readable)."""
+    a layer whose causality matters and is not one bool (called several ways, or not readable);
+    None where it is not one bool but does not matter."""
     read: dict[int, tuple[keras.layers.Layer, set]] = {}
     for call in calls:
         if _convertible(call.layer):
@@ -134,12 +138,12 @@ def _read_causality(calls: list[LayerCall], options: dict[str, Any]) -> dict[int
                 f"{layer.name}: {how}, and the identity start of a convolution is another tap for a causal "
                 "call: no one start computes what it computes. Give it a call of its own per causality."
             )
-        else:  # the start is the same either way
-            decided[key] = (layer, False)
+        else:  # the start is the same either way: none to decide (None)
+            decided[key] = (layer, None)
     return decided
 
 
-def _check_stated(decided: dict[int, tuple[keras.layers.Layer, bool]], causal) -> None:
+def _check_stated(decided: Causality, causal) -> None:
     """A ValueError where `causal` (a bool for every attention layer, or {name: bool}) says
     other than the model's calls do."""
     if causal is None:
@@ -150,7 +154,7 @@ def _check_stated(decided: dict[int, tuple[keras.layers.Layer, bool]], causal) -
     if unknown:
         raise ValueError(f"causal names {unknown}, not attention layers of the model (those: {sorted(names)}).")
     for name, value in stated.items():
-        if bool(value) != names[name]:
+        if names[name] is not None and bool(value) != names[name]:
             raise ValueError(
                 f"{name}: causal={value} was given, but the model calls it with use_causal_mask={names[name]} "
                 "(KerasHub's decoders: their self-attention causal, their cross-attention not; encoders not). "
@@ -211,7 +215,7 @@ def convert_model(
     return converted
 
 
-def _converted_clone(model: keras.Model, options: dict[str, Any], decided: dict) -> keras.Model:
+def _converted_clone(model: keras.Model, options: dict[str, Any], decided: Causality) -> keras.Model:
     """`model` cloned with its attention layers converted (nested functional models too), each
     started as the identity for its calls' causality (`decided`: `_read_causality`)."""
     made = []
@@ -224,7 +228,7 @@ def _converted_clone(model: keras.Model, options: dict[str, Any], decided: dict)
 
     converted = keras.models.clone_model(model, clone_function=convert, recursive=True)
     for layer, causal in made:
-        for attention, attention_causal in _attention_of(layer, causal):
+        for attention, attention_causal in _attention_of(layer, bool(causal)):
             start_as_identity(attention, causal=attention_causal)
     return converted
 
