@@ -297,3 +297,20 @@ def test_attention_inside_a_layer_of_ones_own_stays_keras_with_a_warning():
     model = keras.Model(x, Block(name="block")(x))
     with pytest.warns(UserWarning, match=r"block: its attention layers \['hidden'\] stay Keras'"):
         convert_model(model, attention_conv="2d")
+
+
+def test_a_sequential_model_converts_with_its_weights():
+    """A Sequential's layers have its name in their weights' paths, their clones not: the weights are
+    matched within each layer (a weight with no place would be a ValueError, not a silent loss)."""
+    keras_hub = pytest.importorskip("keras_hub")
+    model = keras.Sequential(
+        [
+            keras.Input((None,), dtype="int32"),
+            keras.layers.Embedding(20, 16, mask_zero=True),
+            keras_hub.layers.TransformerDecoder(32, num_heads=2, name="decoder"),
+            keras.layers.Dense(3),
+        ]
+    )
+    randomize(model, 12)
+    converted = convert_model(model, check=TARGET, attention_conv="2d")
+    np.testing.assert_allclose(numpy(converted(TARGET)), numpy(model(TARGET)), atol=1e-5)

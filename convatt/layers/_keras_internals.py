@@ -26,12 +26,21 @@ class LayerCall:
     outputs: tuple
 
 
+def _graph(model: keras.Model):
+    """The functional model holding `model`'s graph: itself, or a built Sequential's (`_functional`)."""
+    return getattr(model, "_functional", None) if isinstance(model, keras.Sequential) else model
+
+
+def graph_input(model: keras.Model):
+    """The input tensors of `model`'s graph, in the structure its call takes (a Sequential's too)."""
+    return _graph(model).input
+
+
 def graph_calls(model: keras.Model) -> list[LayerCall] | None:
     """Every layer call of `model`'s functional graph (`Function._nodes_by_depth`), inputs
     first, input layers left out; None where `model` has no graph (a subclassed model, an
     unbuilt Sequential)."""
-    graph = getattr(model, "_functional", None) if isinstance(model, keras.Sequential) else model
-    by_depth = getattr(graph, "_nodes_by_depth", None)
+    by_depth = getattr(_graph(model), "_nodes_by_depth", None)
     if by_depth is None:
         return None
     calls = []

@@ -22,7 +22,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from convatt.layers._keras_internals import LayerCall, graph_calls, sublayers
+from convatt.layers._keras_internals import LayerCall, graph_calls, graph_input, sublayers
 from convatt.layers.modifications import MODIFICATIONS
 from convatt.layers.multi_head_attention import MultiHeadAttention
 
@@ -208,29 +208,29 @@ def convert_model(
     decided = _read_causality(calls, options)
     _check_stated(decided, causal)
     _warn_unreached(calls)
-    converted = _converted_clone(model, options, decided)
-    _copy_weights(model, converted)
+    converted, pairs = _converted_clone(model, options, decided)
+    _copy_weights(pairs)
     if check is not None:
         check_conversion(model, converted, check)
     return converted
 
 
-def _converted_clone(model: keras.Model, options: dict[str, Any], decided: Causality) -> keras.Model:
+def _converted_clone(model: keras.Model, options: dict[str, Any], decided: Causality) -> tuple[keras.Model, list]:
     """`model` cloned with its attention layers converted (nested functional models too), each
-    started as the identity for its calls' causality (`decided`: `_read_causality`)."""
-    made = []
+    started as the identity for its calls' causality (`decided`: `_read_causality`); and the
+    pairs (original layer, its clone)."""
+    pairs = []
 
     def convert(layer):
-        new = _converted_layer(layer, options)
-        if id(layer) in decided:
-            made.append((new, decided[id(layer)][1]))
-        return new
+        pairs.append((layer, _converted_layer(layer, options)))
+        return pairs[-1][1]
 
     converted = keras.models.clone_model(model, clone_function=convert, recursive=True)
-    for layer, causal in made:
-        for attention, attention_causal in _attention_of(layer, bool(causal)):
-            start_as_identity(attention, causal=attention_causal)
-    return converted
+    for layer, new in pairs:
+        if id(layer) in decided:
+            for attention, causal in _attention_of(new, bool(decided[id(layer)][1])):
+                start_as_identity(attention, causal=causal)
+    return converted, pairs
 
 
 def _attention_of(layer: keras.layers.Layer, causal: bool) -> list[tuple[MultiHeadAttention, bool]]:
@@ -242,11 +242,29 @@ def _attention_of(layer: keras.layers.Layer, causal: bool) -> list[tuple[MultiHe
     return [(layer._self_attention_layer, causal)] + ([(cross, False)] if cross is not None else [])
 
 
-def _copy_weights(model: keras.Model, converted: keras.Model) -> None:
-    values = {variable.path: keras.ops.convert_to_numpy(variable) for variable in model.weights}
-    for variable in converted.weights:
-        if variable.path in values:
-            variable.assign(values[variable.path])
+def _within(variable, layer: keras.layers.Layer) -> str:
+    """`variable`'s path from `layer` down (the path above it depends on how the model was built:
+    a Sequential's layers get its name, their clones may not)."""
+    parts = variable.path.split("/")
+    return "/".join(parts[parts.index(layer.name) + 1 :]) if layer.name in parts else variable.path
+
+
+def _copy_weights(pairs: list[tuple[keras.layers.Layer, keras.layers.Layer]]) -> None:
+    """Each original layer's weights into its clone's, matched by path within the layer; a
+    ValueError naming any that finds no place (the modifications' are the clone's only new ones)."""
+    for layer, new in pairs:
+        if not getattr(layer, "weights", None):  # (an operation, e.g. `x + y`, has none)
+            continue
+        ours = {_within(variable, new): variable for variable in new.weights}
+        lost = []
+        for variable in layer.weights:
+            target = ours.get(_within(variable, layer))
+            if target is None or tuple(target.shape) != tuple(variable.shape):
+                lost.append(variable.path)
+            else:
+                target.assign(keras.ops.convert_to_numpy(variable))
+        if lost:
+            raise ValueError(f"{layer.name}: the converted layer has no place for the weights {lost}.")
 
 
 def start_as_identity(layer: MultiHeadAttention, causal: bool = False) -> None:
@@ -282,7 +300,7 @@ def _layer_outputs(model: keras.Model, inputs) -> dict[tuple[str, int], list[np.
     calls = graph_calls(model)
     if calls is None:
         raise ValueError(f"{model.name}: check_conversion compares functional graphs; this model has none.")
-    probe = keras.Model(model.input, [output for call in calls for output in call.outputs])
+    probe = keras.Model(graph_input(model), [output for call in calls for output in call.outputs])
     values = iter(keras.tree.flatten(probe(inputs, training=False)))
     outputs, seen = {}, {}
     for call in calls:
