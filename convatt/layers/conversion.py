@@ -285,14 +285,23 @@ def check_conversion(
         if got is None or len(got) != len(want):
             raise ConversionMismatch(f"{name}: the converted model has no such layer call (call {index}).", name)
         for ours_out, theirs_out in zip(got, want):
-            bad = ~np.isclose(ours_out, theirs_out, rtol=rtol, atol=atol, equal_nan=True)
-            if ours_out.shape != theirs_out.shape or bad.any():
-                largest = np.abs(ours_out - theirs_out).max() if ours_out.shape == theirs_out.shape else np.inf
+            largest = _largest_difference(ours_out, theirs_out, rtol, atol)
+            if largest is not None:
                 raise ConversionMismatch(
                     f"{name}: the converted model's outputs differ from the original's by up to {largest:.3g} "
                     f"(call {index}; tolerance |converted - original| <= {atol} + {rtol} * |original|).",
                     name,
                 )
+
+
+def _largest_difference(ours: np.ndarray, theirs: np.ndarray, rtol: float, atol: float) -> float | None:
+    """None where every entry is within the tolerance (NaN where both are NaN), else the largest
+    difference (inf for another shape)."""
+    if ours.shape != theirs.shape:
+        return np.inf
+    if np.isclose(ours, theirs, rtol=rtol, atol=atol, equal_nan=True).all():
+        return None
+    return float(np.nanmax(np.abs(ours - theirs)))
 
 
 def _layer_outputs(model: keras.Model, inputs) -> dict[tuple[str, int], list[np.ndarray]]:
