@@ -16,7 +16,13 @@ Read:
 - `_flash_attention` (3.7+), `_use_gate` / `_gate_dense` (3.14.1+), `_sliding_window` (3.15+):
   features of the newer layers; before them the layer has none of these (`flash_attention`,
   `gate_dense`, `sliding_window` answer False / None there, as that version's layer behaves).
-- `_keras_mask`: a tensor's Keras mask; `keras.backend.get_keras_mask` where Keras has it.
+- `keras.src.backend.get_keras_mask` / `set_keras_mask`: a tensor's Keras mask (an attribute
+  under TensorFlow, a side table under JAX), the same functions on every supported version.
+- A functional model's graph (`convert_model`): `Function._nodes_by_depth`, each node's
+  `operation`, `arguments` (the call's arguments as given) and `outputs`; a Sequential's
+  graph `Sequential._functional`; `Layer._flatten_layers`. The same on every supported version.
+- `MultiHeadAttention._kernel_initializer` / `_bias_initializer` and a layer's tracker list
+  `Layer._layers` (KerasHub's blocks with convatt's attention in place of Keras'): on every version.
 - `keras.remat` (public, Keras 3.9+): before it, the backend's function that Keras' wraps (`remat`).
 Overridden: `_compute_attention` (the modifications) and `_compute_causal_mask` (convatt's one
 causal helper; the same `(1, q, k)` lower triangle on every version).
@@ -25,8 +31,11 @@ causal helper; the same `(1, q, k)` lower triangle on every version).
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
+from typing import Any
 
 import keras
+from keras.src.backend import get_keras_mask, set_keras_mask
 from packaging.version import Version
 
 _KERAS_ATTENTION = keras.layers.MultiHeadAttention._compute_attention
@@ -98,12 +107,6 @@ def sliding_window(layer) -> int | None:
     return getattr(layer, "_sliding_window", None)
 
 
-def keras_mask(x):
-    """`x`'s Keras mask, or None."""
-    get_mask = getattr(keras.backend, "get_keras_mask", None)
-    return get_mask(x) if get_mask is not None else getattr(x, "_keras_mask", None)
-
-
 def remat(function):
     """`keras.remat(function)` (Keras 3.9+): recomputed in the backward pass. Before 3.9, what it
     wraps: `jax.checkpoint` under JAX, `tf.recompute_grad` under TensorFlow (the only backend code
@@ -117,3 +120,69 @@ def remat(function):
     import tensorflow as tf
 
     return tf.recompute_grad(function)
+
+
+@dataclass(frozen=True)
+class LayerCall:
+    """One call of a layer in a functional graph: the arguments as given, the outputs (flat)."""
+
+    layer: keras.layers.Layer
+    args: tuple
+    kwargs: dict[str, Any]
+    outputs: tuple
+
+
+def _graph(model: keras.Model):
+    """The functional model holding `model`'s graph: itself, or a built Sequential's (`_functional`)."""
+    return getattr(model, "_functional", None) if isinstance(model, keras.Sequential) else model
+
+
+def graph_input(model: keras.Model):
+    """The input tensors of `model`'s graph, in the structure its call takes (a Sequential's too)."""
+    return _graph(model).input
+
+
+def graph_calls(model: keras.Model) -> list[LayerCall] | None:
+    """Every layer call of `model`'s functional graph (`Function._nodes_by_depth`), inputs
+    first, input layers left out; None where `model` has no graph (a subclassed model, an
+    unbuilt Sequential)."""
+    by_depth = getattr(_graph(model), "_nodes_by_depth", None)
+    if by_depth is None:
+        return None
+    calls = []
+    for depth in sorted(by_depth, reverse=True):  # Keras runs the graph in this order
+        for node in by_depth[depth]:
+            if not isinstance(node.operation, keras.layers.InputLayer):
+                arguments, outputs = node.arguments, tuple(node.outputs)
+                calls.append(LayerCall(node.operation, tuple(arguments.args), dict(arguments.kwargs), outputs))
+    return calls
+
+
+def keras_mask(x):
+    """`x`'s Keras mask, or None (a tensor attribute under TensorFlow, a side table under JAX)."""
+    return get_keras_mask(x)
+
+
+def drop_keras_masks(*tensors) -> None:
+    """Take the Keras masks off `tensors` in place, as Keras' `MultiHeadAttention.call` does with its
+    inputs: a mask-aware layer after it that reads the same tensors (`Add` of a residual) sees them
+    unmasked, and a drop-in must leave them so too."""
+    for x in tensors:
+        if x is not None:
+            set_keras_mask(x, None)
+
+
+def sublayers(layer: keras.layers.Layer) -> list[keras.layers.Layer]:
+    """Every layer tracked inside `layer`, at any depth, `layer` left out (`Layer._flatten_layers`)."""
+    return list(layer._flatten_layers(include_self=False))
+
+
+def attention_initializers(layer) -> dict[str, Any]:
+    """A Keras `MultiHeadAttention`'s initialisers, as its constructor's arguments."""
+    return {"kernel_initializer": layer._kernel_initializer, "bias_initializer": layer._bias_initializer}
+
+
+def untrack(layer: keras.layers.Layer, sublayer: keras.layers.Layer) -> None:
+    """Take `sublayer` out of `layer`'s tracked sublayers (and so its weights): a replaced attribute
+    keeps it in Keras' tracker list `_layers` otherwise."""
+    layer._layers[:] = [tracked for tracked in layer._layers if tracked is not sublayer]

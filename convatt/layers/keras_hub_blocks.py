@@ -23,7 +23,9 @@ except ImportError as error:  # the optional extra
 
 from keras_hub.src.layers.modeling.transformer_layer_utils import merge_padding_and_attention_mask
 
+from convatt.layers import _keras_compat as keras_compat
 from convatt.layers import attention_cache
+from convatt.layers._keras_compat import keras_mask
 from convatt.layers.multi_head_attention import MultiHeadAttention
 
 OLD_WEIGHT_ORDER = {"attention_weight_order": "modifications_first"}
@@ -43,27 +45,22 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
     """
 
 
-def _keras_mask(x):
-    """`x`'s Keras mask where it has one (KerasHub's decoder reads it so too), else None."""
-    return getattr(x, "_keras_mask", None)
-
-
 def _replace_attention(block, attribute: str, shape, value_shape, options: dict[str, Any]) -> None:
     """Put convatt's attention, with KerasHub's own sizes and initialisers, in place of `attribute`."""
     theirs = getattr(block, attribute)
-    # Keras' tracker keeps a replaced sublayer (and its weights) in `_layers`: take it out.
-    block._layers[:] = [layer for layer in block._layers if layer is not theirs]
+    keras_compat.untrack(block, theirs)
     ours = CacheFreeMultiHeadAttention(
         num_heads=theirs.num_heads,
         key_dim=theirs.key_dim,
         dropout=theirs.dropout,
-        kernel_initializer=theirs._kernel_initializer,
-        bias_initializer=theirs._bias_initializer,
+        **keras_compat.attention_initializers(theirs),
         dtype=block.dtype_policy,
         name=theirs.name,
         weight_order=getattr(block, "attention_weight_order", "keras"),
         **options,
     )
+    # Keras' attention (KerasHub's encoder) takes its inputs' Keras masks off, KerasHub's cached one keeps them.
+    ours._drops_caller_masks = type(theirs) is keras.layers.MultiHeadAttention
     ours.build(shape, value_shape)
     setattr(block, attribute, ours)
 
@@ -124,6 +121,12 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
     convolution (`attention_conv`) both attentions align their query taps on past
     queries (`conv_causal=True`, so the cross-attention, whose mask is not causal,
     reads no later decoder position either).
+
+    Every row as KerasHub's decoder computes it: KerasHub's attention takes no query mask,
+    so a padded decoder row (the decoder sequence's Keras mask or `decoder_padding_mask`)
+    attends as any row does, here too, each modification applied to it; only the convolutions
+    keep pads from real rows (in the cross-attention, where the decoder's padding is known,
+    by a second call that gives the real rows: twice the cross-attention's cost).
 
     Decoding a token at a time: KerasHub's `self_attention_cache` and
     `self_attention_cache_update_index` (and the cross-attention's), as KerasHub's
@@ -224,15 +227,16 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         use_causal_mask=True,
         training=None,
     ):
-        """KerasHub's decoder call, with its cross-attention told what KerasHub's is not: the decoder's
-        padding (with a convolution it would reach real rows), and, cached, the decoder position and
-        the earlier decoder queries (kept as the self-attention cache's last slot)."""
+        """KerasHub's decoder call, every row as KerasHub computes it (padded rows attend as any row),
+        with its cross-attention told what KerasHub's is not: the decoder's padding (with a convolution
+        it would reach real rows; `_attend`), and, cached, the decoder position and the earlier decoder
+        queries (kept as the self-attention cache's last slot)."""
         self._check_call(encoder_sequence, self_attention_cache, cross_attention_cache)
         mask = self._compute_self_attention_mask(
             decoder_sequence, decoder_padding_mask, decoder_attention_mask, use_causal_mask,
             self_attention_cache, self_attention_cache_update_index,
         )  # fmt: skip
-        padding = decoder_padding_mask if decoder_padding_mask is not None else _keras_mask(decoder_sequence)
+        padding = decoder_padding_mask if decoder_padding_mask is not None else keras_mask(decoder_sequence)
         cache, queries, position = self_attention_cache, None, None
         if encoder_sequence is not None and cross_attention_cache is not None:
             position = self._cross_query_position(self_attention_cache, self_attention_cache_update_index)
@@ -240,12 +244,12 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         own = {"attention_mask": mask, "cache": cache, "cache_update_index": self_attention_cache_update_index}
         x, cache = self._attention_block("self", decoder_sequence, own, training)
         if encoder_sequence is not None:
-            cross = self._cross_arguments(encoder_sequence, encoder_padding_mask, encoder_attention_mask, padding)
+            cross = self._cross_arguments(encoder_sequence, encoder_padding_mask, encoder_attention_mask)
             if cross_attention_cache is not None:
                 cross = self._cached_cross_arguments(
                     cross, cross_attention_cache, cross_attention_cache_update_index, queries, position
                 )  # fmt: skip
-            x, cross_attention_cache, queries = self._cross_block(x, encoder_sequence, cross, training)
+            x, cross_attention_cache, queries = self._cross_block(x, encoder_sequence, cross, padding, training)
         x = self._feedforward_block(x, training)
         return self._outputs(x, cache, queries, cross_attention_cache, encoder_sequence is not None)
 
@@ -264,13 +268,13 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
                 "given or both None."
             )
 
-    def _attention_block(self, which: str, x, arguments: dict, training, value=None):
+    def _attention_block(self, which: str, x, arguments: dict, training, value=None, padding=None):
         """A residual attention block as KerasHub's (`which`: "self" or "cross"): `(x, the call's
         further outputs: None, the cache, or (cache, query cache))`."""
         layer, norm = getattr(self, f"_{which}_attention_layer"), getattr(self, f"_{which}_attention_layer_norm")
         residual = x
         x = norm(x) if self.normalize_first else x
-        output = layer(query=x, value=x if value is None else value, training=training, **arguments)
+        output = self._attend(layer, x, x if value is None else value, arguments, training, padding)
         rest = None
         if arguments.get("cache") is not None:
             output, *rest = output
@@ -279,10 +283,25 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
         return (x if self.normalize_first else norm(x)), rest
 
     @staticmethod
-    def _cross_arguments(encoder_sequence, encoder_padding_mask, encoder_attention_mask, padding) -> dict:
-        """The cross-attention's arguments on whole sequences: KerasHub's mask and the decoder's padding."""
+    def _attend(layer, query, value, arguments: dict, training, padding=None):
+        """The attention called as KerasHub calls its own, which takes no query mask: padded decoder rows
+        attend as every row (the query's Keras mask would mask them: an all-True `query_mask` keeps it
+        out). Where `padding` (the decoder's) is known and a convolution mixes rows, the real rows come
+        from a second call with it as the query mask, so that they read no pad row."""
+        if arguments.get("cache") is not None:  # a cached step: its tokens are real
+            return layer(query=query, value=value, training=training, **arguments)
+        every = layer(query=query, value=value, training=training, query_mask=ops.ones(ops.shape(query)[:2], "bool"),
+                      **arguments)  # fmt: skip
+        if padding is None or not layer.attention_conv:
+            return every
+        real = layer(query=query, value=value, training=training, query_mask=padding, **arguments)
+        return ops.where(ops.expand_dims(ops.cast(padding, "bool"), -1), real, every)
+
+    @staticmethod
+    def _cross_arguments(encoder_sequence, encoder_padding_mask, encoder_attention_mask) -> dict:
+        """The cross-attention's arguments on whole sequences: KerasHub's mask."""
         mask = merge_padding_and_attention_mask(encoder_sequence, encoder_padding_mask, encoder_attention_mask)
-        return {"attention_mask": mask, "query_mask": padding}
+        return {"attention_mask": mask}
 
     @staticmethod
     def _cached_cross_arguments(arguments: dict, cache, index, queries, position) -> dict:
@@ -295,9 +314,9 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
             arguments["query_cache"] = queries
         return arguments
 
-    def _cross_block(self, x, encoder_sequence, arguments: dict, training):
+    def _cross_block(self, x, encoder_sequence, arguments: dict, padding, training):
         """The cross-attention block: `(x, cross cache or None, decoder queries or None)`."""
-        x, rest = self._attention_block("cross", x, arguments, training, value=encoder_sequence)
+        x, rest = self._attention_block("cross", x, arguments, training, value=encoder_sequence, padding=padding)
         return (x, *rest) if isinstance(rest, tuple) else (x, rest, None)
 
     def _feedforward_block(self, x, training):

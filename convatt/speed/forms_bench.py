@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from convatt.layers._keras_compat import sublayers
 from convatt.layers.modified_attention import ModifiedAttention
 from convatt.model.variants import VARIANTS
 from convatt.speed.bench import _step, _synthetic_setup, _tagger
@@ -40,7 +41,7 @@ def forms_variants() -> list[str]:
 def with_rewritten_forms(model) -> int:
     """Switch every modified attention layer of `model` (before its first step) to the rewritten
     forms (`ModifiedAttention._lean_core`); the number of layers switched."""
-    layers = [layer for top in model.layers for layer in top._flatten_layers() if isinstance(layer, ModifiedAttention)]
+    layers = [layer for top in model.layers for layer in [top, *sublayers(top)] if isinstance(layer, ModifiedAttention)]
     for layer in layers:
         layer._lean_core = True
     return len(layers)

@@ -160,10 +160,11 @@ def copy_source_weights(model, source_model, causal: bool) -> None:
     """`model`'s modifications at identity, then every weight of `source_model` copied by its
     path; a ConvattError where a weight has no place or another shape, or where `model` has a
     weight that is neither `source_model`'s nor a modification's."""
+    from convatt.layers._keras_compat import sublayers
     from convatt.layers.conversion import start_as_identity
     from convatt.layers.modified_attention import ModifiedAttention
 
-    attention = [layer for layer in model._flatten_layers() if isinstance(layer, ModifiedAttention)]
+    attention = [layer for layer in sublayers(model) if isinstance(layer, ModifiedAttention)]
     for layer in attention:
         start_as_identity(layer, causal=causal)
     ours = {variable.path: variable for variable in model.weights}
