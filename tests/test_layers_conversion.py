@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 from layer_harness import randomize
+from packaging.version import Version
 
 from convatt.layers import MultiHeadAttention
 from convatt.layers.conversion import ConversionMismatch, check_conversion, convert_model
@@ -193,6 +194,8 @@ def test_mixed_models_convert_exactly_at_every_position_pads_included(case, opti
     (`check=` compares every layer's outputs). Negative control: perturbed modification weights of one
     attention change the outputs, and the check names that layer."""
     build, inputs, name, sublayer = MIXED[case]
+    if case == "Keras encoder-decoder" and Version(keras.version()) < Version("3.15"):
+        pytest.xfail("before Keras 3.15 the cross-attention's padded query rows differ (real rows equal)")
     original = build()
     converted = convert_model(original, check=inputs, **FOUR[options])
     np.testing.assert_allclose(numpy(converted(inputs)), numpy(original(inputs)), atol=1e-5)
