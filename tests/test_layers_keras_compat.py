@@ -107,8 +107,9 @@ def test_remat_recomputes_the_same_values_and_gradients():
         return keras.ops.sum(keras.ops.tanh(x) ** 2)
 
     x = keras.ops.convert_to_tensor(X)
-    np.testing.assert_allclose(to_numpy(keras_compat.remat(f)(x)), to_numpy(f(x)), rtol=1e-6)
-    np.testing.assert_allclose(_gradient(keras_compat.remat(f), x), _gradient(f, x), rtol=1e-6)
+    # recomputed under another compilation: the same to float rounding, not bit for bit
+    np.testing.assert_allclose(to_numpy(keras_compat.remat(f)(x)), to_numpy(f(x)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_gradient(keras_compat.remat(f), x), _gradient(f, x), rtol=1e-5, atol=1e-6)
 
 
 def _gradient(f, x):
