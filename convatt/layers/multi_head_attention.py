@@ -11,7 +11,6 @@ from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers import attention_cache
-from convatt.layers._keras_compat import drop_keras_masks
 from convatt.layers._options import is_int
 from convatt.layers._utils import (
     batched_attention_mask,
@@ -301,7 +300,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         self_attention=None,
     ):
         if self._drops_caller_masks:  # Keras' layer takes its inputs' Keras masks off: layers after it see that
-            drop_keras_masks(query, value, key)
+            keras_compat.drop_keras_masks(query, value, key)
         key_len = None if cache is not None else value.shape[1]  # a cached call's keys: the cache's
         attention_mask = batched_attention_mask(self.name, attention_mask, query.shape[1], key_len)
         if any(x is not None for x in (cache, cache_update_index, query_position, query_cache)):  # attention_cache
