@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from convatt.layers import MultiHeadAttention
-from convatt.layers.attention_cache import cache_shape, empty_query_cache
+from convatt.layers.core.attention_cache import cache_shape, empty_query_cache
 
 LENGTH, DIM, HEADS, ENCODER = 6, 8, 2, 4
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from test_layers_modification_table import row_options as table_rows
 
-from convatt.layers import MultiHeadAttention, blocked_attention
-from convatt.layers.blocked_attention import block_size, position_dropout
+from convatt.layers import MultiHeadAttention
+from convatt.layers.core import blocked_attention
+from convatt.layers.core.blocked_attention import block_size, position_dropout
 from convatt.speed import blocked_bench
 
 B, T, D, H = 2, 11, 8, 2
@@ -225,7 +226,7 @@ def test_auto_is_the_default_and_computes_in_blocks_past_its_threshold(inputs, m
     assert MultiHeadAttention(H, D // H, attention_conv="2d").query_block == "auto"
     calls = []
     original = blocked_attention.blocked_attention
-    monkeypatch.setattr("convatt.layers.multi_head_attention.blocked_attention",
+    monkeypatch.setattr("convatt.layers.core.multi_head_attention.blocked_attention",
                         lambda *args, **kwargs: calls.append(args[5]) or original(*args, **kwargs))  # fmt: skip
     expected = keras.ops.convert_to_numpy(whole(x, x, use_causal_mask=True))
     keras.ops.convert_to_numpy(auto(x, x, use_causal_mask=True))

@@ -14,7 +14,7 @@ from layer_harness import to_numpy
 
 from convatt.layers import MultiHeadAttention
 from convatt.layers import _keras_compat as keras_compat
-from convatt.layers.modifications import MODIFICATIONS
+from convatt.layers.core.modifications import MODIFICATIONS
 
 B, T, S, D, H, K = 2, 10, 7, 8, 2, 4
 RNG = np.random.default_rng(0)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from convatt.layers import MultiHeadAttention
-from convatt.layers.modifications import MODIFICATIONS
+from convatt.layers.core.modifications import MODIFICATIONS
 
 B, T, D, H = 2, 6, 8, 2
 CONV_AFTER = {"attention_conv": "2d", "conv_kernel_size": (2, 3)}

@@ -16,7 +16,7 @@ from convatt.layers._utils import (
     lower_triangular_keep,
     masked_softmax,
 )
-from convatt.layers.modifications import MODIFICATIONS, STAGES
+from convatt.layers.core.modifications import MODIFICATIONS, STAGES
 from convatt.layers.temperature_dense import scale_by_temperature
 
 RNG = np.random.default_rng(0)

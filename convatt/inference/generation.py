@@ -2,7 +2,7 @@
 
 `check_request` reads the run's settings and symbols (no Keras) and says what is wrong with a
 request; `CausalSteps` runs the trained model either on the whole prefix (the reference) or a
-symbol at a time with each attention layer's cache (`convatt.layers.attention_cache`), by the
+symbol at a time with each attention layer's cache (`convatt.layers.core.attention_cache`), by the
 decode step beside the model's builder (`convatt.sequence.model.causal_step`).
 """
 

@@ -3,19 +3,19 @@
 Attention tensors use the layout `(batch, num_heads, query_len, key_len)`.
 `MultiHeadAttention` is the drop-in for `keras.layers.MultiHeadAttention` (causal,
 cross-attention, any length); `SelfAttention` is the paper's tagger's layer. Both
-compute the modifications of `convatt.layers.modifications`.
+compute the modifications of `convatt.layers.core.modifications`.
 """
 
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D
+from convatt.layers.core.multi_head_attention import MultiHeadAttention
+from convatt.layers.core.self_attention import SelfAttention
 from convatt.layers.denser_self_attention import DenserSelfAttention
-from convatt.layers.multi_head_attention import MultiHeadAttention
 from convatt.layers.narrowing_self_attention import NarrowingSelfAttention
 from convatt.layers.position_embedding import PositionEmbedding
 from convatt.layers.position_interaction import PositionInteraction
 from convatt.layers.relative_bias import RelativeBias
 from convatt.layers.relative_position_representation import RelativePositionRepresentation
-from convatt.layers.self_attention import SelfAttention
 from convatt.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from convatt.layers.symmetric_alibi_bias import SymmetricAlibiBias
 from convatt.layers.talking_heads import TalkingHeadsProjection

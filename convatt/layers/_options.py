@@ -1,5 +1,5 @@
 """The checks of the modifications' options: one per kind of option, shared by the attention
-layers (`convatt.layers.modifications`' table) and the standalone sublayers, each a ValueError
+layers (`convatt.layers.core.modifications`' table) and the standalone sublayers, each a ValueError
 that names the option and what it takes."""
 
 from __future__ import annotations

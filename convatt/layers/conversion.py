@@ -23,8 +23,8 @@ import keras
 import numpy as np
 
 from convatt.layers._keras_compat import LayerCall, graph_calls, graph_input, sublayers
-from convatt.layers.modifications import MODIFICATIONS
-from convatt.layers.multi_head_attention import MultiHeadAttention
+from convatt.layers.core.modifications import MODIFICATIONS
+from convatt.layers.core.multi_head_attention import MultiHeadAttention
 
 Causality = dict[int, tuple[keras.layers.Layer, "bool | None"]]
 """`id(layer) -> (layer, its calls' causality)`; None: not one bool, and the start does not depend on it."""

@@ -24,9 +24,9 @@ except ImportError as error:  # the optional extra
 from keras_hub.src.layers.modeling.transformer_layer_utils import merge_padding_and_attention_mask
 
 from convatt.layers import _keras_compat as keras_compat
-from convatt.layers import attention_cache
 from convatt.layers._keras_compat import keras_mask
-from convatt.layers.multi_head_attention import MultiHeadAttention
+from convatt.layers.core import attention_cache
+from convatt.layers.core.multi_head_attention import MultiHeadAttention
 
 OLD_WEIGHT_ORDER = {"attention_weight_order": "modifications_first"}
 """What a block saved before its attention listed Keras' weights first gets (its file's
@@ -39,7 +39,7 @@ class CacheFreeMultiHeadAttention(MultiHeadAttention):
 
     KerasHub's blocks pass `cache=None, cache_update_index=None` on whole sequences
     (training, scoring) and a cache when decoding a token at a time; convatt's
-    `MultiHeadAttention` takes both (`convatt.layers.attention_cache`: keys, values and,
+    `MultiHeadAttention` takes both (`convatt.layers.core.attention_cache`: keys, values and,
     with a convolution, queries). What else a cross-attention needs (the decoder's padding
     and position, the earlier decoder queries), `TransformerDecoder` passes as arguments.
     """
@@ -143,7 +143,7 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
     `self_attention_cache_update_index + t` (a ValueError where a modification needs
     them and the index is None), its keys at `0 .. encoder_length - 1`, as on whole
     sequences; its mask (the encoder's padding) is taken to be the same for every
-    decoder position (`convatt.layers.attention_cache`).
+    decoder position (`convatt.layers.core.attention_cache`).
 
     Args:
         attention_options: dict. Modification options of `convatt.layers.MultiHeadAttention`

@@ -7,7 +7,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from convatt.layers.self_attention import SelfAttention
+from convatt.layers.core.self_attention import SelfAttention
 
 
 def head_widths(width: int, num_heads: int) -> list[tuple[int, int]]:

@@ -14,7 +14,7 @@ from convatt.layers._utils import serialized
 def scale_by_temperature(projected, gamma):
     """`projected` times its temperature `gamma` (broadcast to it), in `projected`'s dtype: the
     one place a temperature meets a projection (`TemperatureDense`, and the `temperature`
-    row of `convatt.layers.modifications.MODIFICATIONS` for the attention layers)."""
+    row of `convatt.layers.core.modifications.MODIFICATIONS` for the attention layers)."""
     return projected * ops.cast(gamma, projected.dtype)
 
 

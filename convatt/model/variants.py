@@ -30,7 +30,7 @@ class Variant:
     shaw: bool = False  # Shaw et al. (2018) relative position representations
     alibi: bool = False  # Press et al. ALiBi biases
     # Beyond the paper: other ways to process the attention matrix. A field named as an
-    # attention layer's option (`convatt.layers.modifications.MODIFICATION_OPTIONS`) is passed
+    # attention layer's option (`convatt.layers.core.modifications.MODIFICATION_OPTIONS`) is passed
     # on to it (`attention_options`).
     attention: str = "standard"  # "standard" | "denser" (Kim §3.1) | "narrowing" (Kim §3.2)
     conv_before_softmax: bool = False  # attention_conv on the scores, before the softmax
@@ -101,7 +101,7 @@ def attention_options(
             (`Variant.conv_kernel`); None: the layer's default.
         shaw_clip: the clipping distance of a variant with Shaw's representations.
     """
-    from convatt.layers.modifications import MODIFICATION_OPTIONS  # the layers load Keras: not at import
+    from convatt.layers.core.modifications import MODIFICATION_OPTIONS  # the layers load Keras: not at import
 
     options = {name: getattr(variant, name) for name in MODIFICATION_OPTIONS if hasattr(variant, name)}
     options["relative_position_representation"] = shaw_clip if variant.shaw else None

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from convatt.layers._keras_compat import sublayers
-from convatt.layers.modified_attention import ModifiedAttention
+from convatt.layers.core.modified_attention import ModifiedAttention
 from convatt.model.variants import VARIANTS
 from convatt.speed.bench import _step, _synthetic_setup, _tagger
 from convatt.training import interrupt

@@ -162,7 +162,7 @@ def copy_source_weights(model, source_model, causal: bool) -> None:
     weight that is neither `source_model`'s nor a modification's."""
     from convatt.layers._keras_compat import sublayers
     from convatt.layers.conversion import start_as_identity
-    from convatt.layers.modified_attention import ModifiedAttention
+    from convatt.layers.core.modified_attention import ModifiedAttention
 
     attention = [layer for layer in sublayers(model) if isinstance(layer, ModifiedAttention)]
     for layer in attention:

@@ -46,7 +46,7 @@ from keras import ops
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._utils import causal_keep
 from convatt.layers.attention_conv2d import kernel_pair
-from convatt.layers.modifications import AttentionContext
+from convatt.layers.core.modifications import AttentionContext
 
 KEYS, VALUES, QUERIES = 0, 1, 2
 
@@ -114,7 +114,7 @@ def _check(layer, cache, cache_update_index, query_position, query_cache) -> Non
         raise ValueError(
             f"{layer.name}: the {'cross-attention ' if cross else ''}cache must be (batch, {slots}, {length}, "
             f"num_heads, key_dim) ({'keys, values, queries' if slots == 3 else 'keys, values'}); received shape "
-            f"{tuple(cache.shape)}. Make it with convatt.layers.attention_cache.empty_cache(layer, batch_size, "
+            f"{tuple(cache.shape)}. Make it with convatt.layers.core.attention_cache.empty_cache(layer, batch_size, "
             f"{length}{', cross=True' if cross else ''})."
         )
     if cross:

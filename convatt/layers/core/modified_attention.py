@@ -1,6 +1,6 @@
 """`ModifiedAttention`: the one implementation of the modification table (a mixin).
 
-`convatt.layers.modifications` holds the table (`MODIFICATIONS`: what each modification is,
+`convatt.layers.core.modifications` holds the table (`MODIFICATIONS`: what each modification is,
 makes and does at which stage); this mixin runs it for a multi-head attention layer:
 `SelfAttention` (the tagger's layer) and `MultiHeadAttention` (the drop-in for Keras') both
 inherit it, so both compute the same attention from the same code.
@@ -24,7 +24,7 @@ from convatt.layers._utils import (
     masked_softmax,
     require_length,
 )
-from convatt.layers.modifications import (
+from convatt.layers.core.modifications import (
     MODIFICATION_OPTIONS,
     MODIFICATIONS,
     AttentionContext,

@@ -10,7 +10,6 @@ import keras
 from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
-from convatt.layers import attention_cache
 from convatt.layers._options import is_int
 from convatt.layers._utils import (
     batched_attention_mask,
@@ -19,7 +18,8 @@ from convatt.layers._utils import (
     keep_mask,
     padded_key_rows,
 )
-from convatt.layers.blocked_attention import (
+from convatt.layers.core import attention_cache
+from convatt.layers.core.blocked_attention import (
     AUTO,
     AUTO_ABOVE_BYTES,
     BlockMasks,
@@ -27,8 +27,8 @@ from convatt.layers.blocked_attention import (
     blocked_attention,
     key_masks,
 )
-from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS
-from convatt.layers.modified_attention import ModifiedAttention
+from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS
+from convatt.layers.core.modified_attention import ModifiedAttention
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class AttentionCall:
         masked: a padding or attention mask was given (`query_mask`, `value_mask`,
             `key_mask`, `attention_mask`, or the inputs' Keras masks).
         blocks: the call's masks as given, where the attention is computed in blocks of
-            queries (`query_block`; `convatt.layers.blocked_attention`); None: the whole matrix.
+            queries (`query_block`; `convatt.layers.core.blocked_attention`); None: the whole matrix.
         block_size: the queries per block where `blocks` is given.
     """
 
@@ -69,7 +69,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     masks, `use_causal_mask`, `return_attention_scores`, `training`), the same
     projections and output projection; plus the modifications of Dufter,
     Schmitt & Schütze (2020) and their neighbours, with the names and meanings
-    of `SelfAttention`'s options (one implementation, `convatt.layers.modifications`).
+    of `SelfAttention`'s options (one implementation, `convatt.layers.core.modifications`).
     With no modification on it computes exactly what Keras' layer computes.
 
     Per head: scores `Q K^T / sqrt(key_dim)`, then optionally `+ A^p`
@@ -143,7 +143,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             convolution reads), each block's matrices made, used and discarded, and
             recomputed in the backward pass: memory `O(query_block * key_len)` instead
             of `O(query_len * key_len)`, the same outputs and gradients to float
-            rounding (`convatt.layers.blocked_attention`). Taken where the lengths are
+            rounding (`convatt.layers.core.blocked_attention`). Taken where the lengths are
             known, the query length is longer than a block and the attention matrix
             is not asked for. "auto": blocks only where one example's attention matrix
             (`num_heads * query_len * key_len` floats) passes 256 MiB, e.g. past 4,096
@@ -166,7 +166,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             (`empty_cache`): decode a few tokens at a time, KerasHub's way; the
             call then returns `(output, cache)` (or `(output, attention, cache)`).
             Slots: keys, values, and with a convolution the queries
-            (`convatt.layers.attention_cache`); a cross-attention's: keys and
+            (`convatt.layers.core.attention_cache`); a cross-attention's: keys and
             values (`empty_cache(..., cross=True)`). Every modification decodes exactly.
         cache_update_index: int or int tensor: the position of `query`'s first
             token, where the cache is updated; in cross-attention (with
@@ -379,7 +379,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
 
     def empty_cache(self, batch_size: int, max_length: int, cross: bool = False):
         """A zero cache for decoding up to `max_length` tokens (with `cross`: a cross-attention's,
-        for encoder sequences of `max_length`; `convatt.layers.attention_cache`)."""
+        for encoder sequences of `max_length`; `convatt.layers.core.attention_cache`)."""
         return attention_cache.empty_cache(self, batch_size, max_length, cross=cross)
 
     def _warn_query_pads_unknown(self) -> None:

@@ -33,8 +33,8 @@ from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._utils import causal_keep, fully_masked_rows, keep_mask, query_tap_offsets
-from convatt.layers.attention_cache import query_taps
-from convatt.layers.modifications import AttentionContext
+from convatt.layers.core.attention_cache import query_taps
+from convatt.layers.core.modifications import AttentionContext
 
 
 @dataclass(frozen=True)

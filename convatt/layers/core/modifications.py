@@ -3,7 +3,7 @@
 `MODIFICATIONS` is one ordered table of the ways to modify the attention: each row names
 the constructor options that turn it on, the sublayer (a layer file of its own) or
 weight it makes and the stages at which it acts, how it starts where it changes nothing,
-and which options turn it on. `ModifiedAttention` (`convatt.layers.modified_attention`) is
+and which options turn it on. `ModifiedAttention` (`convatt.layers.core.modified_attention`) is
 the one implementation of the table: a mixin that both `SelfAttention` (the tagger's
 layer) and `MultiHeadAttention` (the drop-in for Keras') inherit, so both compute the same
 attention from the same code; the options' checks are `convatt.layers._options`. A new
@@ -77,7 +77,7 @@ class AttentionContext:
             stage reads it); None before that product.
         positions: int `(q,)`, the query rows' positions (the keys': `0 .. k - 1`); None: a
             whole call's, `0 .. q - 1`. A cached call's rows are the table's call at their
-            positions (`convatt.layers.attention_cache`).
+            positions (`convatt.layers.core.attention_cache`).
         pads: boolean `(b, 1 or h, q, 1)`, the padded query rows (None: none known). They
             attend as Keras' layer makes them (`masked_softmax` keeps their whole rows:
             a row with no key left is uniform), each modification applied to them; the

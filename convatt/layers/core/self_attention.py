@@ -2,7 +2,7 @@
 
 The tagger's attention layer: no output projection, one input. The modifications
 themselves (`MODIFICATIONS`, the table of the ways to modify the attention, and the
-one implementation of it) live in `convatt.layers.modifications`, shared with
+one implementation of it) live in `convatt.layers.core.modifications`, shared with
 `convatt.layers.MultiHeadAttention`; they are imported here under their old names.
 """
 
@@ -14,8 +14,8 @@ import keras
 from keras import ops
 
 from convatt.layers._utils import combine_attention_masks, per_head_initializer
-from convatt.layers.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, STAGES, Modification
-from convatt.layers.modified_attention import ModifiedAttention
+from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, STAGES, Modification
+from convatt.layers.core.modified_attention import ModifiedAttention
 
 __all__ = ["MODIFICATIONS", "MODIFICATION_OPTIONS", "STAGES", "Modification", "SelfAttention"]
 
