@@ -13,13 +13,14 @@ mixed_bfloat16, causal and bidirectional. Usage:
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import keras
 import numpy as np
 from keras import ops
 
 from convatt.layers import MultiHeadAttention
-from convatt.layers import relative_position_representation as shaw
+from convatt.layers.core.forms import drop_in_forms
 from convatt.speed.attention_bench import _layer_step, _median_times
 
 FORMS = {"custom gradient (CPU form)": False, "autodiff (accelerator form)": True}
@@ -28,14 +29,11 @@ FORMS = {"custom gradient (CPU form)": False, "autodiff (accelerator form)": Tru
 def steps(x, policy: str, causal: bool) -> dict:
     shape = dict(num_heads=4, key_dim=32, dtype=policy)
     compiled = {"Keras' layer": _layer_step(keras.layers.MultiHeadAttention(**shape), x, causal)}
-    choose = shaw.on_accelerator
-    try:
-        for name, accelerator in FORMS.items():
-            shaw.on_accelerator = lambda accelerator=accelerator: accelerator  # read when traced
-            layer = MultiHeadAttention(**shape, relative_position_representation=16)
-            compiled[name] = _layer_step(layer, x, causal)
-    finally:
-        shaw.on_accelerator = choose
+    for name, accelerator in FORMS.items():
+        layer = MultiHeadAttention(**shape, relative_position_representation=16)
+        gradient = "autodiff" if accelerator else "transposed"  # the forms resolved when traced
+        layer.choose_forms = lambda gradient=gradient: replace(drop_in_forms(), shaw_gradient=gradient)
+        compiled[name] = _layer_step(layer, x, causal)
     return compiled
 
 

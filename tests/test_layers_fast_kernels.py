@@ -1,21 +1,18 @@
 """The sublayers' fast kernels against their earlier keras.ops formulas (tests/layer_references.py):
 same values and gradients, on the backend the tests run under (run them under both)."""
 
+from dataclasses import replace
+
 import keras
 import layer_references as ref
 import numpy as np
 import pytest
 from kernel_gradients import value_and_gradients
 
-from convatt.layers import (
-    AttentionConv2D,
-    RelativePositionRepresentation,
-    attention_conv2d,
-    relative_position_representation,
-    talking_heads,
-)
+from convatt.layers import AttentionConv2D, RelativePositionRepresentation, talking_heads
 from convatt.layers._utils import SUM_CHUNK, chunk_sums
 from convatt.layers.attention_conv2d import convolve_heads
+from convatt.layers.core.forms import drop_in_forms
 from convatt.layers.relative_position_representation import spread_by_distance, sum_by_distance
 from convatt.layers.talking_heads import mix_heads
 
@@ -30,11 +27,13 @@ def _close(new: list[np.ndarray], old: list[np.ndarray]) -> None:
 @pytest.mark.parametrize("kernel_size", [(3, 3), (5, 5), (2, 9)])
 @pytest.mark.parametrize("causal, future_open", [(False, None), (True, None), (False, (1.0, 0.0))])
 @pytest.mark.parametrize("form", ["convolved", "row_summed", "tapped"])
-def test_conv2d_stencil_equals_the_depthwise_convolution(kernel_size, causal, future_open, form, monkeypatch):
+def test_conv2d_stencil_equals_the_depthwise_convolution(kernel_size, causal, future_open, form):
     """Every form of the kernel's gradient (a depthwise convolution on a CPU under JAX, sums along
     the key axis under TensorFlow, a sum per tap on a GPU or TPU) is checked here, on the CPU."""
-    method = getattr(attention_conv2d, f"{form}_kernel_gradient")
-    monkeypatch.setattr(attention_conv2d, "kernel_gradient_form", lambda: method)
+
+    def forms():  # resolved when traced, as a layer's
+        return replace(drop_in_forms(), conv2d="stencil", conv2d_kernel_gradient=form)
+
     activation = None if kernel_size == (2, 9) else "relu"  # before the softmax (MTA) / after it (the paper)
     rng = np.random.default_rng(sum(kernel_size))
     heads, q, k = 3, 7, 11
@@ -47,29 +46,29 @@ def test_conv2d_stencil_equals_the_depthwise_convolution(kernel_size, causal, fu
     act = keras.activations.get(activation)
 
     def new(attention, kernel, bias):
-        return convolve_heads(attention, kernel, bias, layer.activation, causal, opens)
+        return convolve_heads(attention, kernel, bias, layer.activation, causal, opens, forms())
 
     def old(attention, kernel, bias):
         return ref.conv2d_depthwise(attention, kernel, bias, causal, opens, activation=act)
 
     _close(value_and_gradients(new, attention, kernel, bias), value_and_gradients(old, attention, kernel, bias))
     layer.set_weights([kernel.astype("float32"), bias.astype("float32")])  # the layer's own call: the same
-    by_layer = layer.convolve_float32(attention.astype("float32"), causal=causal, future_open=opens)
+    by_layer = layer.convolve_float32(attention.astype("float32"), causal=causal, future_open=opens, forms=forms())
     _close([keras.ops.convert_to_numpy(by_layer)], value_and_gradients(old, attention, kernel, bias)[:1])
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_row_summed_kernel_gradient_over_keys_longer_than_a_chunk(causal, monkeypatch):
+def test_row_summed_kernel_gradient_over_keys_longer_than_a_chunk(causal):
     """TensorFlow's form sums the key axis in chunks of `SUM_CHUNK` (45 keys: a chunk and a
     padded one)."""
-    monkeypatch.setattr(attention_conv2d, "kernel_gradient_form", lambda: attention_conv2d.row_summed_kernel_gradient)
     rng = np.random.default_rng(3)
     attention, kernel, bias = rng.uniform(-1, 1, size=(2, 2, 6, 45)), rng.normal(size=(2, 2, 9)), rng.normal(size=2)
     layer = AttentionConv2D(2, kernel_size=(2, 9), activation=None)
     layer.build((None, 2, 6, 45))
 
     def new(attention, kernel, bias):
-        return convolve_heads(attention, kernel, bias, layer.activation, causal)
+        forms = replace(drop_in_forms(), conv2d_kernel_gradient="row_summed")  # chunked under XLA
+        return convolve_heads(attention, kernel, bias, layer.activation, causal, None, forms)
 
     def old(attention, kernel, bias):
         return ref.conv2d_depthwise(attention, kernel, bias, causal, None, activation=None)
@@ -124,20 +123,20 @@ def test_shaw_terms_equal_the_gathered_tables(q, k, clip, xla):
 
 @pytest.mark.parametrize("q, k, clip", SHAW_SHAPES)
 @pytest.mark.parametrize("accelerator", [False, True], ids=["cpu-gradient", "accelerator-gradient"])
-def test_distance_spreads_and_sums_equal_gathers(q, k, clip, accelerator, monkeypatch):
+def test_distance_spreads_and_sums_equal_gathers(q, k, clip, accelerator):
     """The two linear maps that also carry the tables' gradients (on a CPU each is the other's
     transpose as its custom gradient; on a GPU or TPU autodiff's): both forms, on the CPU."""
-    monkeypatch.setattr(relative_position_representation, "on_accelerator", lambda: accelerator)
+    forms = replace(drop_in_forms(), shaw_gradient="autodiff" if accelerator else "transposed", chunked_sums=False)
     rng = np.random.default_rng(q * 100 + k * 10 + clip)
     indices = ref.shaw_clipped_distances(q, k, clip)
     one_hot = keras.ops.convert_to_tensor(np.eye(2 * clip + 1, dtype="float32")[indices])  # (q, k, 2 clip + 1)
     per_distance, weights = rng.normal(size=(2, 3, q, 2 * clip + 1)), rng.normal(size=(2, 3, q, k))
     _close(
-        value_and_gradients(lambda x: spread_by_distance(x, q, k, clip), per_distance),
+        value_and_gradients(lambda x: spread_by_distance(x, q, k, clip, forms), per_distance),
         value_and_gradients(lambda x: keras.ops.einsum("bhqr,qkr->bhqk", x, one_hot), per_distance),
     )
     _close(
-        value_and_gradients(lambda x: sum_by_distance(x, clip), weights),
+        value_and_gradients(lambda x: sum_by_distance(x, clip, forms), weights),
         value_and_gradients(lambda x: keras.ops.einsum("bhqk,qkr->bhqr", x, one_hot), weights),
     )
 
@@ -151,9 +150,16 @@ def test_talking_heads_mixing_equals_the_einsum(xla, chunk, monkeypatch):
     rng = np.random.default_rng(7)
     maps, kernel = rng.normal(size=(2, 3, 5, 6)), rng.normal(size=(3, 3))
     _close(
-        value_and_gradients(mix_heads, maps, kernel, xla=xla),
+        value_and_gradients(
+            lambda m, w: mix_heads(m, w, drop_in_forms().talking_heads_gradient), maps, kernel, xla=xla
+        ),
         value_and_gradients(lambda m, w: keras.ops.einsum("bhqk,hg->bgqk", m, w), maps, kernel),
     )
+
+
+def _mixing_gradient() -> str:
+    """The talking heads' kernel gradient of the drop-in's forms, resolved when traced."""
+    return drop_in_forms().talking_heads_gradient
 
 
 def test_talking_heads_mixing_with_the_batch_size_unknown_when_traced():
@@ -169,7 +175,8 @@ def test_talking_heads_mixing_with_the_batch_size_unknown_when_traced():
     def step(maps, kernel):
         with tf.GradientTape() as tape:
             tape.watch([maps, kernel])
-            total = tf.reduce_sum(mix_heads(maps, kernel) * tf.range(6, dtype="float32"))
+            mixed = mix_heads(maps, kernel, _mixing_gradient())
+            total = tf.reduce_sum(mixed * tf.range(6, dtype="float32"))
         return tape.gradient(total, [maps, kernel])
 
     weight = np.broadcast_to(np.arange(6, dtype="float32"), maps.shape)  # d total / d mixed
@@ -180,7 +187,7 @@ def test_talking_heads_mixing_with_the_batch_size_unknown_when_traced():
 @pytest.mark.parametrize("length", [1, 32, 33, 96, 100])
 def test_chunk_sums_add_up_to_the_sum_of_the_last_axis(length):
     x = np.random.default_rng(length).normal(size=(2, 3, length))
-    chunks = value_and_gradients(chunk_sums, x, xla=True)[0]  # chunks under XLA, one sum without
+    chunks = value_and_gradients(lambda x: chunk_sums(x, drop_in_forms().chunked_sums), x, xla=True)[0]  # under XLA
     assert chunks.shape == (2, 3, -(-length // SUM_CHUNK) if length > SUM_CHUNK else 1)
     np.testing.assert_allclose(chunks.sum(-1), x.sum(-1), rtol=1e-5, atol=1e-5)
     if length > SUM_CHUNK:

@@ -86,7 +86,7 @@ def test_from_config_round_trip():
 
 
 @pytest.mark.parametrize("form", ["batch_sum_by_product", "batch_sum_by_additions", None])
-def test_batch_sum_by_product_equals_the_broadcast_add(form, monkeypatch):
+def test_batch_sum_by_product_equals_the_broadcast_add(form):
     """`add_with_fast_batch_sum`: the values and both gradients of `scores + bias` (the bias's
     the upstream summed over the batch), with the product (JAX on a CPU), the additions
     (TensorFlow with XLA on a CPU; each forced on the other backend) and autodiff's."""
@@ -94,11 +94,10 @@ def test_batch_sum_by_product_equals_the_broadcast_add(form, monkeypatch):
 
     from convatt.layers import _score_bias
 
-    batch_sum = None if form is None else getattr(_score_bias, form)
-    monkeypatch.setattr(_score_bias, "batch_sum_form", lambda scores: batch_sum)
+    batch_sum = "autodiff" if form is None else form.removeprefix("batch_sum_by_")  # product, additions
     rng = np.random.default_rng(6)
     scores, bias = rng.normal(size=(3, 2, 4, 5)), rng.normal(size=(2, 4, 5))
-    fast = value_and_gradients(_score_bias.add_with_fast_batch_sum, scores, bias)
+    fast = value_and_gradients(lambda s, b: _score_bias.add_with_fast_batch_sum(s, b, batch_sum), scores, bias)
     plain = value_and_gradients(lambda s, b: s + b, scores, bias)
     for new, old in zip(fast, plain, strict=True):
         np.testing.assert_allclose(new, old, rtol=1e-6, atol=1e-6)
@@ -120,20 +119,23 @@ def test_multi_head_attention_bias_gradients_by_product_equal_autodiffs(q, k, ca
     """+P+R in `convatt.layers.MultiHeadAttention` sums the biases' gradients over the batch by a
     product: the same outputs and gradients (inputs and every weight) as autodiff's sum (the form
     `SelfAttention` runs); cross-attention, lengths below `max_len`, causal and not."""
+    from dataclasses import replace
+
     from kernel_gradients import value_and_gradients
 
-    from convatt.layers import MultiHeadAttention, SelfAttention, _score_bias
+    from convatt.layers import MultiHeadAttention, SelfAttention
+    from convatt.layers.core.forms import PUBLISHED, drop_in_forms
 
-    assert MultiHeadAttention._lean_core and not SelfAttention._lean_core
+    assert MultiHeadAttention.choose_forms is drop_in_forms and SelfAttention.choose_forms() == PUBLISHED
     rng = np.random.default_rng(4)
     layer = MultiHeadAttention(num_heads=2, key_dim=3, max_len=8, position_interaction=True, relative_bias=True)
     layer.build((2, q, 5), (2, k, 5))
     weights = [rng.normal(size=v.shape).astype("float32") for v in layer.trainable_variables]
     inputs = [rng.normal(size=(2, length, 5)).astype("float32") for length in (q, k)]
-    batch_sum = getattr(_score_bias, form)
-    monkeypatch.setattr(_score_bias, "batch_sum_form", lambda scores: batch_sum)  # on either backend
+    batch_sum = form.removeprefix("batch_sum_by_")
+    layer.choose_forms = lambda: replace(drop_in_forms(), bias_batch_sum=batch_sum)  # on either backend
     by_product = value_and_gradients(_mha_step(layer, causal), *inputs, *weights)
-    monkeypatch.setattr(MultiHeadAttention, "_lean_core", False)
+    layer.choose_forms = lambda: PUBLISHED
     autodiff = value_and_gradients(_mha_step(layer, causal), *inputs, *weights)
     scale = max(np.abs(old).max() for old in autodiff)  # the key bias's gradient is 0 up to rounding
     for new, old in zip(by_product, autodiff, strict=True):

@@ -9,14 +9,9 @@ import pytest
 from kernel_gradients import value_and_gradients
 
 from convatt.layers import MultiHeadAttention, RelativeBias, SelfAttention, SymmetricAlibiBias
-from convatt.layers._utils import (
-    causal_keep,
-    check_length,
-    lean_masked_softmax,
-    lower_triangular_keep,
-    masked_softmax,
-)
+from convatt.layers._utils import causal_keep, check_length, lower_triangular_keep, masked_softmax
 from convatt.layers.core.modifications import MODIFICATIONS, STAGES
+from convatt.layers.core.softmax import lean_masked_softmax
 from convatt.layers.temperature_dense import scale_by_temperature
 
 RNG = np.random.default_rng(0)

@@ -27,7 +27,7 @@ from tagger_reference import ReferenceSelfAttention
 
 from convatt.data.batching import make_inputs
 from convatt.layers import SelfAttention
-from convatt.layers._utils import on_accelerator
+from convatt.layers.core.forms import drop_in_forms, on_accelerator
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import VARIANTS, make_config
 from convatt.speed.bench import synthetic_batches
@@ -84,10 +84,10 @@ def test_the_tagger_trains_the_bits_of_7af1535s_attention(variant, monkeypatch):
 
 
 class _RewrittenSelfAttention(SelfAttention):
-    """`SelfAttention` with `MultiHeadAttention`'s rewritten forms: the same values to float
+    """`SelfAttention` with `MultiHeadAttention`'s forms (`drop_in_forms`): the same values to float
     rounding, in another float order (the tagger's attention at commit b825de3 took some)."""
 
-    _lean_core = True
+    choose_forms = staticmethod(drop_in_forms)
 
 
 def test_the_guard_sees_a_change_of_float_order(monkeypatch):

@@ -38,6 +38,8 @@ import keras
 from keras.src.backend import get_keras_mask, set_keras_mask
 from packaging.version import Version
 
+from convatt.layers.core.forms import backend_remat
+
 _KERAS_ATTENTION = keras.layers.MultiHeadAttention._compute_attention
 _ATTENTION_ARGUMENTS = inspect.signature(_KERAS_ATTENTION).parameters
 
@@ -109,17 +111,11 @@ def sliding_window(layer) -> int | None:
 
 def remat(function):
     """`keras.remat(function)` (Keras 3.9+): recomputed in the backward pass. Before 3.9, what it
-    wraps: `jax.checkpoint` under JAX, `tf.recompute_grad` under TensorFlow (the only backend code
-    here; tests/test_layers_keras_compat.py runs it under both)."""
+    wraps, the backend's own (`convatt.layers.core.forms.backend_remat`; tests/test_layers_keras_compat.py
+    runs it under both backends)."""
     if hasattr(keras, "remat"):
         return keras.remat(function)
-    if keras.backend.backend() == "jax":
-        import jax
-
-        return jax.checkpoint(function)
-    import tensorflow as tf
-
-    return tf.recompute_grad(function)
+    return backend_remat(function)
 
 
 @dataclass(frozen=True)

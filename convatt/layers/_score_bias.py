@@ -5,7 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from convatt.layers._utils import check_scores_shape, compiled_by_xla, on_accelerator, upstream_gradient
+from convatt.layers._utils import check_scores_shape, upstream_gradient
+from convatt.layers.core.forms import AttentionForms
 
 
 def query_key_offsets(query_positions, key_len):
@@ -25,36 +26,25 @@ def batch_sum_by_additions(upstream):
     return sum((upstream[b] for b in range(1, upstream.shape[0])), upstream[0])
 
 
-def batch_sum_form(scores):
-    """The batch sum of a bias's gradient that pays for `scores`' gradient, or None for autodiff's.
-    On a CPU: under JAX `batch_sum_by_product` (XLA's reduction over the leading axis of the
-    `(2, 4, 1024, 1024)` score gradient took 120-240 ms on the 2-core CPU, the product 3-8 ms;
-    a Keras layer's whole step is 260 ms); under TensorFlow with XLA and the batch size known,
-    `batch_sum_by_additions`, which XLA fuses into the optimizer's update of the bias (its
-    reduction wrote the sum out first: the step of +P+R 1.32-1.39x Keras' layer's, 1.19-1.30x
-    with the additions, length 1,024). On a GPU or TPU, and TensorFlow without XLA (its own
-    sum as fast), autodiff's."""
-    if on_accelerator():
-        return None
-    if keras.backend.backend() == "jax":
-        return batch_sum_by_product
-    if compiled_by_xla() and scores.shape[0] is not None:  # TensorFlow's XLA (JAX returned above)
-        return batch_sum_by_additions
-    return None
+BATCH_SUMS = {"product": batch_sum_by_product, "additions": batch_sum_by_additions}
+"""`AttentionForms.bias_batch_sum`'s sums (autodiff's is the broadcast add's own gradient)."""
 
 
-def add_with_fast_batch_sum(scores, bias):
+def add_with_fast_batch_sum(scores, bias, batch_sum: str = "autodiff"):
     """`scores + bias` (`(b, h, q, k)` plus `(h, q, k)`), its gradient for `bias` (the upstream
-    summed over the batch) in the form that pays here (`batch_sum_form`), else autodiff's."""
-    batch_sum = batch_sum_form(scores)
-    if batch_sum is None:
+    summed over the batch) in the form `batch_sum` (`AttentionForms.bias_batch_sum`; "additions"
+    needs the batch size when traced, autodiff's without it)."""
+    if batch_sum == "additions" and scores.shape[0] is None:
+        batch_sum = "autodiff"
+    if batch_sum == "autodiff":
         return scores + bias
+    summed = BATCH_SUMS[batch_sum]
 
     @ops.custom_gradient
     def add(scores, bias):
         def grad(*args, upstream=None):
             upstream = upstream_gradient(args, upstream)
-            return upstream, batch_sum(upstream)
+            return upstream, summed(upstream)
 
         return scores + bias, grad
 
@@ -79,17 +69,15 @@ class ScoreBias(keras.layers.Layer):
         if input_shape is not None:
             check_scores_shape(self.name, input_shape, self.num_heads, self.max_len)
 
-    def add_float32(self, attention_scores, fast_batch_sum: bool = False):
-        """`attention_scores + bias`, computed and returned in float32; with `fast_batch_sum`,
-        the bias's gradient summed over the batch in the form that pays (on a CPU:
-        `add_with_fast_batch_sum`; `MultiHeadAttention`'s; the same values, the sum in
-        another order)."""
+    def add_float32(self, attention_scores, forms: AttentionForms | None = None):
+        """`attention_scores + bias`, computed and returned in float32; the bias's gradient summed
+        over the batch in the form of `forms.bias_batch_sum` (`add_with_fast_batch_sum`; None:
+        autodiff's; the same values, the sum in another order)."""
         check_scores_shape(self.name, attention_scores.shape, self.num_heads, self.max_len)
         shape = ops.shape(attention_scores)
         bias = self.bias_float32(shape[-2], shape[-1])
-        if fast_batch_sum:
-            return add_with_fast_batch_sum(ops.cast(attention_scores, "float32"), bias)
-        return ops.cast(attention_scores, "float32") + bias
+        batch_sum = "autodiff" if forms is None else forms.bias_batch_sum
+        return add_with_fast_batch_sum(ops.cast(attention_scores, "float32"), bias, batch_sum)
 
     def bias_at(self, query_positions, key_len):
         """The bias `(heads, rows, key_len)` in float32 of query rows at `query_positions` (int

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import keras
+
+from convatt.layers.core.forms import lengths_known_when_traced
 
 
 def _fans(shape: Sequence[int]) -> tuple[int, int]:
@@ -101,27 +102,6 @@ def check_length(length: int | None, max_len: int | None, message: str) -> None:
         raise ValueError(message.replace("{length}", str(length)))
 
 
-@functools.cache
-def on_accelerator() -> bool:
-    """Whether the backend computes on a GPU or TPU (Keras lists those first), for the few
-    kernels whose fastest exact form differs between a CPU and an accelerator."""
-    return not keras.distribution.list_devices()[0].lower().startswith("cpu")
-
-
-def compiled_by_xla() -> bool:
-    """Whether the code being traced runs as one XLA program: always under JAX (jitted or op by
-    op, each op an XLA computation), under TensorFlow inside a `tf.function(jit_compile=True)`
-    (Keras' `fit` with `jit_compile=True`), not in TensorFlow's graphs without XLA or eagerly,
-    where every reshape, pad and slice runs alone as a copy. For the kernels whose fastest exact
-    form differs between the two."""
-    backend = keras.backend.backend()
-    if backend != "tensorflow":
-        return backend == "jax"
-    import tensorflow as tf  # the backend's own question: is an XLA context around this trace
-
-    return tf.__internal__.get_enclosing_xla_context() is not None
-
-
 def large_negative(dtype: str) -> float:
     """A finite score that vanishes under softmax in `dtype` (no inf, so no NaN rows)."""
     return -3e4 if keras.backend.standardize_dtype(dtype) == "float16" else -1e9
@@ -164,18 +144,6 @@ def masked_softmax(scores, keep=None, pads=None):
     return weights * keras.ops.cast(keep_rows(keep, pads), weights.dtype)
 
 
-def row_masked_softmax(scores, keep=None, pads=None):
-    """`masked_softmax`'s values, with the masked weights left at the softmax's exact 0 (the
-    exponential of a large negative score underflows) and only the rows with no key left set
-    to 0, by a factor per row: XLA then makes the weights in the softmax's own pass, where
-    multiplying by the whole mask kept a second attention matrix (an extra pass each way)."""
-    if keep is None:
-        return softmax_float32(scores)
-    scores = keras.ops.where(keep, scores, keras.ops.cast(large_negative(scores.dtype), scores.dtype))
-    any_key = keras.ops.any(keep_rows(keep, pads), axis=-1, keepdims=True)
-    return softmax_float32(scores) * keras.ops.cast(any_key, scores.dtype)
-
-
 def keep_rows(keep, pads=None):
     """`keep` or-ed with the padded query rows `pads` (their whole rows kept; None: none)."""
     return keep if pads is None else keras.ops.logical_or(keep, pads)
@@ -188,49 +156,21 @@ def upstream_gradient(args: tuple, upstream=None):
     return args[0] if upstream is None else upstream
 
 
-def lean_masked_softmax(scores, keep=None, pads=None):
-    """`masked_softmax` (the same values) with a gradient that reads its output alone:
-    `y * (g - sum(y * g))` (0 for a masked score, as autodiff's). Autodiff's let XLA keep the
-    exponentials and the row sums instead of the weights, and on a CPU its fused backward pass
-    took the causal mask and the sums as whole matrices: one or two attention matrices more at
-    the peak."""
-
-    @keras.ops.custom_gradient
-    def softmax(scores):
-        weights = row_masked_softmax(scores, keep, pads)
-
-        def gradient(*args, upstream=None):
-            # a masked score's weight is 0, so is its gradient; but a padded row with no key left
-            # is uniform over scores the mask replaced: no gradient there
-            return _softmax_gradient(weights, upstream_gradient(args, upstream), None if pads is None else keep)
-
-        return weights, gradient
-
-    return softmax(scores)
-
-
-def _softmax_gradient(weights, upstream, keep=None):
-    """The softmax's gradient from its output alone, `y * (g - sum(y * g))`, and 0 where `keep`
-    (when given) is False."""
-    weighted = weights * upstream
-    grad = weighted - weights * keras.ops.sum(weighted, axis=-1, keepdims=True)
-    return grad if keep is None else keras.ops.where(keep, grad, keras.ops.zeros_like(grad))
-
-
 SUM_CHUNK = 32
 """`chunk_sums`' chunk: XLA's CPU compiler splits a longer sum into windows of 32 first (a
 `reduce-window`), which takes no fused product in: it then writes the product out whole."""
 
 
-def chunk_sums(x):
+def chunk_sums(x, chunked: bool):
     """The sums of `x`'s last axis in chunks of `SUM_CHUNK` (zeros padded to a whole chunk):
     `(..., n)` -> `(..., ceil(n / SUM_CHUNK))`; `(..., 1)`, the whole sum, where the axis is
-    not longer than a chunk, its length unknown when traced, or TensorFlow without XLA (each op
-    run alone). XLA fuses a product into these sums, where a sum of the whole axis had it write
-    the product out and read it back (on a CPU); sum several products' chunk sums together
-    (stacked) so that XLA keeps them apart: merged into one long sum again, each ran 2x slower."""
+    not longer than a chunk, its length unknown when traced, or not `chunked`
+    (`AttentionForms.chunked_sums`: without XLA each op runs alone). XLA fuses a product into
+    these sums, where a sum of the whole axis had it write the product out and read it back (on
+    a CPU); sum several products' chunk sums together (stacked) so that XLA keeps them apart:
+    merged into one long sum again, each ran slower."""
     length = x.shape[-1]
-    if length is None or length <= SUM_CHUNK or not compiled_by_xla():
+    if length is None or length <= SUM_CHUNK or not chunked:
         return keras.ops.sum(x, axis=-1, keepdims=True)
     lead = keras.ops.shape(x)[:-1]
     pad = -length % SUM_CHUNK
@@ -240,35 +180,13 @@ def chunk_sums(x):
     return keras.ops.reshape(keras.ops.sum(keras.ops.reshape(x, (-1, chunks, SUM_CHUNK)), axis=-1), (*lead, chunks))
 
 
-def lean_block_softmax(scores, keep=None, pads=None):
-    """`lean_masked_softmax` for a recomputed block (`keras.remat`): the masks are arguments of
-    the custom gradient, as floats, not closed over (a recomputation traces the block again, and
-    a closure would hold the first trace's tensors)."""
-    if keep is None:
-        return lean_masked_softmax(scores)
-    open_rows = keras.ops.zeros((1, 1, 1, 1), "float32") if pads is None else keras.ops.cast(pads, "float32")
-
-    @keras.ops.custom_gradient
-    def softmax(scores, kept, padded):
-        keep, pads = keras.ops.greater(kept, 0.5), keras.ops.greater(padded, 0.5)
-        weights = row_masked_softmax(scores, keep, pads)
-
-        def gradient(*args, upstream=None):
-            grad = _softmax_gradient(weights, upstream_gradient(args, upstream), keep)
-            return grad, keras.ops.zeros_like(kept), keras.ops.zeros_like(padded)
-
-        return weights, gradient
-
-    return softmax(scores, keras.ops.cast(keep, "float32"), open_rows)
-
-
-def depends_on_gradient(x, upstream):
-    """`x`, under JAX as `x + 0 * upstream[0, 0, 0, 0]` (equal for a finite gradient): what a
-    backward pass computes from it then waits for the gradient, so XLA makes it there instead
-    of keeping it from the forward pass (common-subexpression elimination would merge the two;
-    XLA drops optimisation barriers before fusing on a CPU). TensorFlow runs each op as
-    written: `x` itself."""
-    if keras.backend.backend() != "jax":
+def depends_on_gradient(x, upstream, anchored: bool):
+    """`x`, where `anchored` (`AttentionForms.anchored`: JAX) as `x + 0 * upstream[0, 0, 0, 0]`
+    (equal for a finite gradient): what a backward pass computes from it then waits for the
+    gradient, so XLA makes it there instead of keeping it from the forward pass
+    (common-subexpression elimination would merge the two; XLA drops optimisation barriers
+    before fusing on a CPU). Else `x` itself (TensorFlow runs each op as written)."""
+    if not anchored:
         return x
     return x + 0.0 * upstream[:1, :1, :1, :1]
 
@@ -356,7 +274,7 @@ def require_length(x, axis: int, max_len: int, message: str):
     if length is not None:
         check_length(length, max_len, message)
         return x
-    if keras.backend.backend() != "tensorflow":  # JAX and PyTorch trace static shapes
+    if lengths_known_when_traced():  # JAX and PyTorch trace static shapes
         return x
     return _tensorflow_length_check(x, axis, max_len, message)
 

@@ -12,12 +12,12 @@ from convatt.layers._utils import (
     check_scores_shape,
     chunk_sums,
     depends_on_gradient,
-    on_accelerator,
     per_head_initializer,
     query_tap_offsets,
     serialized,
     upstream_gradient,
 )
+from convatt.layers.core.forms import AttentionForms, drop_in_forms
 
 
 def kernel_pair(kernel_size) -> tuple[int, int]:
@@ -29,15 +29,17 @@ def kernel_pair(kernel_size) -> tuple[int, int]:
     return int(kernel_size), int(kernel_size)
 
 
-def convolve_heads(attention, kernel, bias, activation, causal: bool = False, future_open=None):
+def convolve_heads(attention, kernel, bias, activation, causal: bool = False, future_open=None, forms=None):
     """`AttentionConv2D`'s computation from its weights: `activation(filter_heads(...) + bias)`,
     the filter's rows on rows `i - rows + 1 .. i` when `causal`, else centred (Keras' 'same').
-    With a ReLU (the paper's), one function with its own gradient (`filter_and_relu`)."""
+    With a ReLU (the paper's), one function with its own gradient (`filter_and_relu`). The kernel
+    gradient's form is `forms`' (`AttentionForms`; None: `drop_in_forms()`, those for the trace)."""
+    forms = forms or drop_in_forms()
     offsets = query_tap_offsets(kernel.shape[1], causal)
     future_open = None if causal else future_open
     if activation is keras.activations.relu:
-        return filter_and_relu(attention, kernel, bias, offsets, future_open)
-    outputs = filter_heads(attention, kernel, offsets, future_open=future_open)
+        return filter_and_relu(attention, kernel, bias, offsets, forms, future_open)
+    outputs = filter_heads(attention, kernel, offsets, forms, future_open=future_open)
     return activation(outputs + ops.reshape(bias, (1, -1, 1, 1)))
 
 
@@ -66,7 +68,7 @@ def _depthwise(images, kernel, padding: str):
     return ops.depthwise_conv(images, ops.expand_dims(ops.transpose(kernel, (1, 2, 0)), -1), padding=padding)
 
 
-def filter_and_relu(attention, kernel, bias, row_offsets: list[int], future_open=None):
+def filter_and_relu(attention, kernel, bias, row_offsets: list[int], forms: AttentionForms, future_open=None):
     """`relu(filter_heads(attention, ...) + bias)` as one function with its own gradient, which
     keeps no more than autodiff of a ReLU must: the ReLU's mask is read from the output
     (`relu(x) > 0` where `x > 0`; the product with the values keeps it anyway), and what the
@@ -77,6 +79,7 @@ def filter_and_relu(attention, kernel, bias, row_offsets: list[int], future_open
         attention: float `(batch, heads, query_len, key_len)`.
         kernel: float `(heads, rows, cols)`; bias: float `(heads,)`.
         row_offsets: the query row each kernel row reads, relative to row `i`.
+        forms: the forms of the kernel's gradient (`AttentionForms`).
         future_open: optional float `(batch, 1, 1, 1)` (see `filter_heads`).
     """
     col_offsets = _col_offsets(kernel.shape[2])
@@ -91,8 +94,8 @@ def filter_and_relu(attention, kernel, bias, row_offsets: list[int], future_open
         def gradient(*args, upstream=None):
             upstream = upstream_gradient(args, upstream)
             upstream = ops.where(ops.greater(outputs, 0), upstream, ops.zeros_like(upstream))
-            anchored = depends_on_gradient(attention, upstream)
-            d_input, d_kernel = _stencil_gradients(anchored, upstream, kernel, row_offsets, col_offsets, scales)
+            anchored = depends_on_gradient(attention, upstream, forms.anchored)
+            d_input, d_kernel = _stencil_gradients(anchored, upstream, kernel, row_offsets, col_offsets, scales, forms)
             return d_input, d_kernel, ops.sum(upstream, axis=(0, 2, 3)), ops.zeros_like(open_rows)
 
         return outputs, gradient
@@ -100,7 +103,7 @@ def filter_and_relu(attention, kernel, bias, row_offsets: list[int], future_open
     return convolve(attention, kernel, bias, open_rows)
 
 
-def filter_heads(attention, kernel, row_offsets: list[int], future_open=None):
+def filter_heads(attention, kernel, row_offsets: list[int], forms: AttentionForms, future_open=None):
     """Each head's matrix filtered by its own kernel (no bias), with a gradient that keeps
     nothing but the input.
 
@@ -115,6 +118,7 @@ def filter_heads(attention, kernel, row_offsets: list[int], future_open=None):
         kernel: float `(heads, rows, cols)`.
         row_offsets: the query row each kernel row reads, relative to row `i`
             (`query_tap_offsets`: contiguous, 0 among them).
+        forms: the forms of the kernel's gradient (`AttentionForms`).
         future_open: optional float `(batch, 1, 1, 1)`.
     """
     col_offsets = _col_offsets(kernel.shape[2])
@@ -126,7 +130,7 @@ def filter_heads(attention, kernel, row_offsets: list[int], future_open=None):
 
         def gradient(*args, upstream=None):
             upstream = upstream_gradient(args, upstream)
-            d_input, d_kernel = _stencil_gradients(attention, upstream, kernel, row_offsets, col_offsets, scales)
+            d_input, d_kernel = _stencil_gradients(attention, upstream, kernel, row_offsets, col_offsets, scales, forms)
             return d_input, d_kernel, ops.zeros_like(open_rows)
 
         return stencil(attention, kernel, row_offsets, col_offsets, scales), gradient
@@ -139,7 +143,7 @@ def _col_offsets(cols: int) -> list[int]:
     return [col - (cols - 1) // 2 for col in range(cols)]
 
 
-def _stencil_gradients(x, upstream, kernel, row_offsets: list[int], col_offsets: list[int], scales: list):
+def _stencil_gradients(x, upstream, kernel, row_offsets: list[int], col_offsets: list[int], scales: list, forms):
     """`stencil`'s gradients with respect to `x` and the kernel, given its output's gradient:
     the input's is the stencil with the mirrored kernel (`out[i]` reads `in[i + d]`, so
     `in[i]` gets `out[i - d]`)."""
@@ -147,7 +151,7 @@ def _stencil_gradients(x, upstream, kernel, row_offsets: list[int], col_offsets:
     mirrored = ops.flip(ops.flip(kernel, axis=1), axis=2)
     rows, columns = [-d for d in reversed(row_offsets)], [-d for d in reversed(col_offsets)]
     d_input = stencil(upstream, mirrored, rows, columns, scales[::-1])
-    return d_input, stencil_kernel_gradient(x, upstream, row_offsets, col_offsets, scales)
+    return d_input, stencil_kernel_gradient(x, upstream, row_offsets, col_offsets, scales, forms)
 
 
 def stencil(x, kernel, row_offsets: list[int], col_offsets: list[int], row_scales: list | None = None):
@@ -173,23 +177,17 @@ def stencil(x, kernel, row_offsets: list[int], col_offsets: list[int], row_scale
     return ops.stack(heads, axis=1)
 
 
-def stencil_kernel_gradient(x, upstream, row_offsets: list[int], col_offsets: list[int], row_scales: list):
+def stencil_kernel_gradient(x, upstream, row_offsets: list[int], col_offsets: list[int], row_scales: list, forms):
     """The gradient of `stencil`'s kernel: `d[h, r, c] = sum_{b, i, j} upstream[b, h, i, j] *
-    scale_r * x[b, h, i + row_offsets[r], j + col_offsets[c]]`. On a GPU or TPU a sum per tap
-    (`tapped_kernel_gradient`: the slice fuses into the reduction, where a depthwise
-    convolution with a `(query, key)` filter took 120-450x the time of Keras' whole attention
-    step on an H200). On a CPU under JAX one depthwise convolution (`convolved_kernel_gradient`:
-    XLA's CPU code copies a slice before reducing it); under TensorFlow, with XLA or without,
-    sums along the key axis (`row_summed_kernel_gradient`: the layer's step 1.2-1.3x faster
-    than with the convolution at length 1,024; under JAX 1.4-1.8x slower)."""
-    return kernel_gradient_form()(x, upstream, row_offsets, col_offsets, row_scales)
-
-
-def kernel_gradient_form():
-    """The form of `stencil_kernel_gradient` for this backend and device (its docstring says why)."""
-    if on_accelerator():
-        return tapped_kernel_gradient
-    return row_summed_kernel_gradient if keras.backend.backend() == "tensorflow" else convolved_kernel_gradient
+    scale_r * x[b, h, i + row_offsets[r], j + col_offsets[c]]`, in the form
+    `forms.conv2d_kernel_gradient` (`AttentionForms`): a sum per tap ("tapped": on a GPU or TPU the
+    slice fuses into the reduction, where a depthwise convolution with a `(query, key)` filter is
+    far slower), one depthwise convolution ("convolved": JAX on a CPU, whose XLA code copies a
+    slice before reducing it) or sums along the key axis ("row_summed": TensorFlow on a CPU)."""
+    kernel_gradient = KERNEL_GRADIENTS[forms.conv2d_kernel_gradient or "tapped"]
+    if kernel_gradient is row_summed_kernel_gradient:
+        return kernel_gradient(x, upstream, row_offsets, col_offsets, row_scales, forms.chunked_sums)
+    return kernel_gradient(x, upstream, row_offsets, col_offsets, row_scales)
 
 
 def tapped_kernel_gradient(x, upstream, row_offsets: list[int], col_offsets: list[int], row_scales: list):
@@ -208,18 +206,21 @@ def tapped_kernel_gradient(x, upstream, row_offsets: list[int], col_offsets: lis
     return ops.stack(rows, axis=1)  # (heads, rows, cols)
 
 
-def row_summed_kernel_gradient(x, upstream, row_offsets: list[int], col_offsets: list[int], row_scales: list):
+def row_summed_kernel_gradient(
+    x, upstream, row_offsets: list[int], col_offsets: list[int], row_scales: list, chunked: bool = False
+):
     """`stencil_kernel_gradient` as a sum along the key axis per tap (each row's products with a
     shifted row of the padded `x`), then over the batch and the queries: a reduction along the
-    matrix's contiguous axis (a row scale applied to those row sums). Under XLA the key axis is
-    summed in chunks (`chunk_sums`), the taps' chunks together: XLA then fuses each tap's
-    product into its sum instead of writing it out (18 attention matrices for a 2 x 9 kernel)."""
+    matrix's contiguous axis (a row scale applied to those row sums). Where `chunked` (under
+    XLA) the key axis is summed in chunks (`chunk_sums`), the taps' chunks together: XLA then
+    fuses each tap's product into its sum instead of writing it out (one attention matrix per
+    tap)."""
     (top, bottom), (left, right) = _padding(row_offsets), _padding(col_offsets)
     padded = ops.pad(x, [[0, 0], [0, 0], [top, bottom], [left, right]])
     rows = []
     for d_row, scale in zip(row_offsets, row_scales):
         band = padded[:, :, top + d_row : _end(bottom - d_row), :]
-        taps = [chunk_sums(band[..., left + d_col : _end(right - d_col)] * upstream) for d_col in col_offsets]
+        taps = [chunk_sums(band[..., left + d_col : _end(right - d_col)] * upstream, chunked) for d_col in col_offsets]
         sums = ops.sum(ops.stack(taps, axis=-2), axis=-1)  # (batch, heads, query, cols)
         sums = sums if scale is None else sums * ops.reshape(scale, (-1, 1, 1, 1))
         rows.append(ops.sum(sums, axis=(0, 2)))
@@ -241,6 +242,14 @@ def convolved_kernel_gradient(x, upstream, row_offsets: list[int], col_offsets: 
     rows = [per_sample[:, :, row : row + 1, :] for row in range(len(row_offsets))]
     rows = [r if scale is None else r * ops.reshape(scale, (-1, 1, 1, 1)) for r, scale in zip(rows, row_scales)]
     return ops.sum(ops.concatenate(rows, axis=2), axis=0)  # (heads, rows, cols)
+
+
+KERNEL_GRADIENTS = {
+    "tapped": tapped_kernel_gradient,
+    "row_summed": row_summed_kernel_gradient,
+    "convolved": convolved_kernel_gradient,
+}
+"""`AttentionForms.conv2d_kernel_gradient`'s forms of `stencil_kernel_gradient`."""
 
 
 def _padding(offsets: list[int]) -> tuple[int, int]:
@@ -340,7 +349,7 @@ class AttentionConv2D(keras.layers.Layer):
     def call(self, attention):
         return ops.cast(self.convolve_float32(attention), self.compute_dtype)
 
-    def convolve_float32(self, attention, causal: bool = False, future_open=None, depthwise: bool = False):
+    def convolve_float32(self, attention, causal: bool = False, future_open=None, forms: AttentionForms | None = None):
         """The convolution of `attention`, computed and returned in float32.
 
         Args:
@@ -349,15 +358,20 @@ class AttentionConv2D(keras.layers.Layer):
                 model) instead of centring them on row `i` ('same' padding).
             future_open: optional float `(batch, 1, 1, 1)` multiplying the filter rows
                 that read later query rows (0 drops them: a causal mask).
-            depthwise: compute it as one depthwise convolution (`depthwise_convolve_heads`:
-                the operations of the tagger's results, which `SelfAttention` keeps) instead
-                of shifted multiply-adds with their own gradient (`convolve_heads`: faster
-                under XLA). The same values to float rounding.
+            forms: `AttentionForms` or None (`convatt.layers.core.forms`): compute it as one
+                depthwise convolution (`conv2d="depthwise"`, `depthwise_convolve_heads`: the
+                operations of the tagger's results, which `SelfAttention` keeps) or as shifted
+                multiply-adds with their own gradient (`"stencil"`, `convolve_heads`: faster
+                under XLA). The same values to float rounding. None: `drop_in_forms()`, those
+                for the trace (the stencil).
         """
         check_scores_shape(self.name, attention.shape, self.num_heads)
+        forms = forms or drop_in_forms()
         kernel, bias = ops.cast(self.kernel, "float32"), ops.cast(self.bias, "float32")
-        convolve = depthwise_convolve_heads if depthwise else convolve_heads
-        return convolve(ops.cast(attention, "float32"), kernel, bias, self.activation, causal, future_open)
+        attention = ops.cast(attention, "float32")
+        if forms.conv2d == "depthwise":
+            return depthwise_convolve_heads(attention, kernel, bias, self.activation, causal, future_open)
+        return convolve_heads(attention, kernel, bias, self.activation, causal, future_open, forms)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

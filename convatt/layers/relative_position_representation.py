@@ -9,16 +9,15 @@ import keras
 from keras import ops
 
 from convatt.layers._score_bias import query_key_offsets
-from convatt.layers._utils import chunk_sums, compiled_by_xla, distinct_initializer, on_accelerator, upstream_gradient
+from convatt.layers._utils import chunk_sums, distinct_initializer, upstream_gradient
+from convatt.layers.core.forms import AttentionForms, drop_in_forms
 
 
-def _skew_pays(matrices) -> bool:
-    """Whether to use the skews (else the gathered `(q, k, d)` tables): they need the lengths
-    known when traced, and pay under XLA only (JAX, TensorFlow's `jit_compile=True`);
-    TensorFlow without XLA runs every reshape and pad as a copy (5.5x Keras' layer's step with
-    the tables, 8.1x with the skews, at 1024)."""
+def _skewed(matrices, forms: AttentionForms) -> bool:
+    """Whether to use the skews (`forms.shaw`), else the gathered `(q, k, d)` tables: the skews
+    also need the lengths known when traced."""
     known = matrices.shape[-2] is not None and matrices.shape[-1] is not None
-    return known and compiled_by_xla()
+    return known and forms.shaw == "skewed"
 
 
 def _distances(query_len: int, key_len: int):
@@ -26,13 +25,12 @@ def _distances(query_len: int, key_len: int):
     return ops.expand_dims(ops.arange(key_len), 0) - ops.expand_dims(ops.arange(query_len), 1)
 
 
-def _transposes_gradient(forward, transpose, x):
-    """`forward(x)` for a linear `forward`. On a CPU its gradient is `transpose` of the upstream
-    gradient: autodiff of the skews' pads, reshapes and `where`s made XLA keep about 2.5
-    attention matrices more (length 1,024, JAX). On a GPU or TPU autodiff's gradient: the same
-    memory there, and the explicit transposes took 1.1-2.1x its time (an H200, length 1,024,
-    the layer's whole step)."""
-    if on_accelerator():
+def _transposes_gradient(forward, transpose, x, forms: AttentionForms):
+    """`forward(x)` for a linear `forward`, its gradient in the form `forms.shaw_gradient`:
+    "transposed", `transpose` of the upstream gradient (on a CPU, where autodiff of the skews'
+    pads, reshapes and `where`s made XLA keep more attention matrices), or "autodiff" (on a GPU
+    or TPU: the same memory there, and faster than the explicit transposes)."""
+    if forms.shaw_gradient == "autodiff":
         return forward(x)
 
     @ops.custom_gradient
@@ -45,25 +43,27 @@ def _transposes_gradient(forward, transpose, x):
     return linear(x)
 
 
-def spread_by_distance(per_distance, query_len: int, key_len: int, max_distance: int):
+def spread_by_distance(per_distance, query_len: int, key_len: int, max_distance: int, forms: AttentionForms):
     """`out[..., i, j] = per_distance[..., i, clip(j - i, k) + k]`: `(b, h, q, 2k + 1)` -> `(b, h, q, key_len)`;
-    on a CPU its gradient is `sum_by_distance` (its transpose; `_transposes_gradient`)."""
+    its gradient `sum_by_distance` (its transpose) where `forms.shaw_gradient` says ("transposed")."""
     return _transposes_gradient(
         lambda x: _spread_by_distance(x, query_len, key_len, max_distance),
-        lambda upstream: _sum_by_distance(upstream, max_distance),
+        lambda upstream: _sum_by_distance(upstream, max_distance, forms.chunked_sums),
         per_distance,
+        forms,
     )
 
 
-def sum_by_distance(weights, max_distance: int):
+def sum_by_distance(weights, max_distance: int, forms: AttentionForms):
     """`out[..., i, r]`: the sum of `weights[..., i, j]` over the keys with `clip(j - i, k) + k == r`;
-    `(b, h, q, key_len)` -> `(b, h, q, 2k + 1)`; on a CPU its gradient is `spread_by_distance`
-    (its transpose; `_transposes_gradient`)."""
+    `(b, h, q, key_len)` -> `(b, h, q, 2k + 1)`; its gradient `spread_by_distance` (its transpose)
+    where `forms.shaw_gradient` says ("transposed")."""
     query_len, key_len = weights.shape[-2:]
     return _transposes_gradient(
-        lambda x: _sum_by_distance(x, max_distance),
+        lambda x: _sum_by_distance(x, max_distance, forms.chunked_sums),
         lambda upstream: _spread_by_distance(upstream, query_len, key_len, max_distance),
         weights,
+        forms,
     )
 
 
@@ -86,7 +86,7 @@ def _spread_by_distance(per_distance, query_len: int, key_len: int, max_distance
     return ops.where(distance < -k, per_distance[..., :1], ops.where(distance > k, per_distance[..., 2 * k :], band))
 
 
-def _sum_by_distance(weights, max_distance: int):
+def _sum_by_distance(weights, max_distance: int, chunked: bool):
     """`sum_by_distance` (the transpose of `_spread_by_distance`).
 
     The clipped ends (`j - i <= -k`, `j - i >= k`) are masked row sums; the distances in
@@ -97,7 +97,8 @@ def _sum_by_distance(weights, max_distance: int):
         return ops.sum(weights, axis=-1, keepdims=True)
     distance = _distances(*weights.shape[2:])
     # products with 0/1 masks, not `where`: XLA's CPU reductions take a product in, a select not
-    outer = [chunk_sums(weights * ops.cast(side, weights.dtype)) for side in (distance <= -k, distance >= k)]
+    sides = (distance <= -k, distance >= k)
+    outer = [chunk_sums(weights * ops.cast(side, weights.dtype), chunked) for side in sides]
     outer_left, outer_right = ops.split(ops.sum(ops.stack(outer, axis=-1), axis=-2), 2, axis=-1)
     return ops.concatenate([outer_left, _band_by_distance(weights, k), outer_right], axis=-1)
 
@@ -232,30 +233,32 @@ class RelativePositionRepresentation(keras.layers.Layer):
     def call(self, attention_scores, query):
         return ops.cast(self.add_float32(attention_scores, query), self.compute_dtype)
 
-    def add_float32(self, attention_scores, query, gathered: bool = False):
-        """The scores plus the relative key term, computed and returned in float32; with
-        `gathered`, from the gathered table whatever the backend (the operations of the
-        tagger's results, which `SelfAttention` keeps; the skews give the same values to
-        float rounding)."""
+    def add_float32(self, attention_scores, query, forms: AttentionForms | None = None):
+        """The scores plus the relative key term, computed and returned in float32, from the
+        gathered table or by the skews (`forms.shaw`; None: `drop_in_forms()`, those for the
+        trace; the published forms gather, as the tagger's results did; the skews give the same
+        values to float rounding)."""
+        forms = forms or drop_in_forms()
         scale = 1.0 / math.sqrt(self.head_dim)
         scores, query = ops.cast(attention_scores, "float32"), ops.cast(query, "float32")
         query_len, key_len = scores.shape[-2], scores.shape[-1]
-        if gathered or not _skew_pays(scores):
+        if not _skewed(scores, forms):
             a_key = ops.cast(self._gathered(self.key_embeddings, *ops.shape(scores)[-2:]), "float32")
             return scores + ops.einsum("bqhd,qkd->bhqk", query, a_key) * scale
         # q_i . w^K_r for the 2k + 1 distances r only, then placed at each (i, j) by its distance
         logits = ops.einsum("bqhd,rd->bhqr", query, ops.cast(self.key_embeddings, "float32"))
-        return scores + spread_by_distance(logits, query_len, key_len, self.max_distance) * scale
+        return scores + spread_by_distance(logits, query_len, key_len, self.max_distance, forms) * scale
 
-    def value_term(self, attention, gathered: bool = False):
+    def value_term(self, attention, forms: AttentionForms | None = None):
         """`sum_j attention_ij a^V_ij`: `(b, h, q, k)` -> `(b, q, h, head_dim)`, in float32;
-        `gathered` as in `add_float32`."""
+        `forms` as in `add_float32`."""
+        forms = forms or drop_in_forms()
         attention = ops.cast(attention, "float32")
-        if gathered or not _skew_pays(attention):
+        if not _skewed(attention, forms):
             a_value = ops.cast(self._gathered(self.value_embeddings, *ops.shape(attention)[-2:]), "float32")
             return ops.einsum("bhqk,qkd->bqhd", attention, a_value)
         # sum_j attention_ij w^V[clip(j - i)] = sum_r (the attention's sum at distance r) w^V[r]
-        sums = sum_by_distance(attention, self.max_distance)
+        sums = sum_by_distance(attention, self.max_distance, forms)
         return ops.einsum("bhqr,rd->bqhd", sums, ops.cast(self.value_embeddings, "float32"))
 
     def indices_at(self, query_positions, key_len):

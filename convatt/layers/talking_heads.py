@@ -7,29 +7,25 @@ from typing import Any
 import keras
 from keras import ops
 
-from convatt.layers._utils import (
-    check_scores_shape,
-    compiled_by_xla,
-    on_accelerator,
-    serialized,
-    upstream_gradient,
-)
+from convatt.layers._utils import check_scores_shape, serialized, upstream_gradient
+from convatt.layers.core.forms import AttentionForms, drop_in_forms
 
 
-def mix_heads(maps, kernel):
+def mix_heads(maps, kernel, gradient: str = "autodiff"):
     """`out[b, g, q, k] = sum_h maps[b, h, q, k] * kernel[h, g]` as one batched matrix product
     per example, `kernel^T (heads, heads) @ maps (heads, q * k)`: every operand and the result
     in their own layout (the einsum `bhqk,hg->bgqk` made XLA move the heads last and back, a
-    copy of the maps each way, in both passes). Under TensorFlow with XLA on a CPU, with the
-    batch size known when traced, the kernel's gradient is a sum of plain matrix products, one
-    per example and chunk of (query, key) pairs (`per_example_kernel_gradient`; under JAX it
-    kept one attention matrix more, for the same time).
+    copy of the maps each way, in both passes). With `gradient="per_example"`
+    (`AttentionForms.talking_heads_gradient`: TensorFlow's XLA on a CPU) and the batch size known
+    when traced, the kernel's gradient is a sum of plain matrix products, one per example and
+    chunk of (query, key) pairs (`per_example_kernel_gradient`); else autodiff's.
 
     Args:
         maps: `(batch, heads, query_len, key_len)`.
         kernel: `(heads, heads)` indexed `[input_head, output_head]`, in `maps`' dtype.
+        gradient: "autodiff" or "per_example".
     """
-    if maps.shape[0] is None or on_accelerator() or keras.backend.backend() != "tensorflow" or not compiled_by_xla():
+    if maps.shape[0] is None or gradient != "per_example":
         return _batched_mix(maps, kernel)
 
     @ops.custom_gradient
@@ -53,17 +49,15 @@ def _batched_mix(maps, kernel):
 
 KERNEL_GRADIENT_CHUNK = 1 << 18
 """`per_example_kernel_gradient`'s columns per product: XLA's CPU product of `(heads, n) @ (n,
-heads)` slowed with `n` (the two `(2, 4, 4096, 4096)` maps: 429 ms as one product per example,
-92 ms in chunks of 2^18; 16 / 12 ms at 1,024)."""
+heads)` slows with `n`, so long maps are taken in chunks of this many (query, key) pairs."""
 
 
 def per_example_kernel_gradient(maps, upstream):
     """`d[h, g] = sum_{b, q, k} maps[b, h, q, k] * upstream[b, g, q, k]` as a sum of plain matrix
     products `(heads, n) @ (n, heads)`, one per example and chunk of `KERNEL_GRADIENT_CHUNK`
     (query, key) pairs. XLA's CPU code ran the batched product (autodiff's) or a fused
-    multiply-and-sum 2-4x slower: a product of two whole attention matrices into 16 numbers (at
-    length 1,024 the talking heads' step 2.0-2.3x Keras' layer's under TensorFlow with XLA, 1.6x
-    with these products). `maps`' batch size must be known when traced."""
+    multiply-and-sum slower: a product of two whole attention matrices into `heads^2` numbers.
+    `maps`' batch size must be known when traced."""
     batch, heads = maps.shape[0], maps.shape[1]
     flat_maps, flat_upstream = ops.reshape(maps, (batch, heads, -1)), ops.reshape(upstream, (batch, heads, -1))
     pairs, chunk = flat_maps.shape[-1], KERNEL_GRADIENT_CHUNK
@@ -102,10 +96,11 @@ class TalkingHeadsProjection(keras.layers.Layer):
     Call arguments:
         attention: tensor `(batch_size, num_heads, query_len, key_len)`: scores
             (logits) or weights.
-        einsum: bool. Mix by the einsum `bhqk,hg->bgqk` (the operations of the
-            tagger's results, which `SelfAttention` keeps) instead of one batched
-            matrix product per example (`mix_heads`: faster under XLA). The same
-            values to float rounding. Defaults to False.
+        forms: `AttentionForms` or None (`convatt.layers.core.forms`). Mix by the einsum
+            `bhqk,hg->bgqk` (`talking_heads="einsum"`: the operations of the tagger's
+            results, which `SelfAttention` keeps) or by one batched matrix product per
+            example (`"batched"`, `mix_heads`: faster under XLA). The same values to float
+            rounding. None: `drop_in_forms()`, those for the trace (the batched product).
 
     Returns:
         The mixed maps, same shape.
@@ -138,10 +133,13 @@ class TalkingHeadsProjection(keras.layers.Layer):
             name="kernel", shape=(self.num_heads, self.num_heads), initializer=self.kernel_initializer
         )
 
-    def call(self, attention, einsum: bool = False):
+    def call(self, attention, forms: AttentionForms | None = None):
         check_scores_shape(self.name, attention.shape, self.num_heads)
+        forms = forms or drop_in_forms()
         kernel = ops.cast(self.kernel, attention.dtype)
-        return ops.einsum("bhqk,hg->bgqk", attention, kernel) if einsum else mix_heads(attention, kernel)
+        if forms.talking_heads == "einsum":
+            return ops.einsum("bhqk,hg->bgqk", attention, kernel)
+        return mix_heads(attention, kernel, forms.talking_heads_gradient)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

@@ -2,7 +2,7 @@
 
 The tagger's `SelfAttention` computes the operations its published results came from (commit
 7af1535's; tests/test_layers_tagger_computation.py holds every variant to them, bit for bit).
-`MultiHeadAttention` takes forms rewritten for speed and memory (`ModifiedAttention._lean_core`:
+`MultiHeadAttention` takes forms rewritten for speed and memory (`convatt.layers.core.forms.drop_in_forms`:
 +Conv2d as shifted multiply-adds with their own gradient, the talking heads' mixing as one
 batched product, Shaw's skews under XLA, the lean softmax, the queries scaled first); at commit
 b825de3 the tagger took the first three too. This benchmark trains each variant's tagger both
@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from convatt.layers._keras_compat import sublayers
+from convatt.layers.core.forms import drop_in_forms
 from convatt.layers.core.modified_attention import ModifiedAttention
 from convatt.model.variants import VARIANTS
 from convatt.speed.bench import _step, _synthetic_setup, _tagger
@@ -40,10 +41,10 @@ def forms_variants() -> list[str]:
 
 def with_rewritten_forms(model) -> int:
     """Switch every modified attention layer of `model` (before its first step) to the rewritten
-    forms (`ModifiedAttention._lean_core`); the number of layers switched."""
+    forms (`drop_in_forms`, `MultiHeadAttention`'s); the number of layers switched."""
     layers = [layer for top in model.layers for layer in [top, *sublayers(top)] if isinstance(layer, ModifiedAttention)]
     for layer in layers:
-        layer._lean_core = True
+        layer.choose_forms = drop_in_forms
     return len(layers)
 
 

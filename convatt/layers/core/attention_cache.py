@@ -46,7 +46,7 @@ from keras import ops
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._utils import causal_keep
 from convatt.layers.attention_conv2d import kernel_pair
-from convatt.layers.core.modifications import AttentionContext
+from convatt.layers.core.rows import AttentionContext
 
 KEYS, VALUES, QUERIES = 0, 1, 2
 
@@ -325,7 +325,7 @@ def _modified_attention(layer, query_proj, cache, rows: _Rows, mask, use_causal_
         queries = ops.concatenate([ops.cast(past, query_proj.dtype), query_proj], axis=1)
     queries, keys, values = layer._projected(queries, cache[:, KEYS, ...], cache[:, VALUES, ...])
     keep = _rows_keep(positions, ops.shape(keys)[1], mask, earlier, use_causal_mask or not rows.cross)
-    context = AttentionContext(queries, keep, causal=True, positions=positions)
+    context = AttentionContext(queries, keep, causal=True, positions=positions, forms=layer.attention_forms())
     attention = layer._attention_maps(queries, keys, context)[1][:, :, earlier:, :]
     dropped = keras_compat.dropout_layer(layer)(ops.cast(attention, layer.compute_dtype), training=training)
     output = ops.einsum(keras_compat.combine_equation(layer), dropped, values)

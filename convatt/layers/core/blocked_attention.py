@@ -34,7 +34,8 @@ from keras import ops
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._utils import causal_keep, fully_masked_rows, keep_mask, query_tap_offsets
 from convatt.layers.core.attention_cache import query_taps
-from convatt.layers.core.modifications import AttentionContext
+from convatt.layers.core.forms import AttentionForms
+from convatt.layers.core.rows import AttentionContext
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,8 @@ def blocked_attention(layer, query, key, value, masks: BlockMasks, block: int, t
     causal = masks.causal or layer.conv_causal
     before, after = halo(layer, causal)
     pads = _padded_keys(masks, query_len, key_len, block) if masks.masked else None
-    facts = _CallFacts(masks, pads, causal, None, query_len, before, block, _dropout_seed(layer, training))
+    seed = _dropout_seed(layer, training)
+    facts = _CallFacts(masks, pads, causal, None, query_len, before, block, layer.attention_forms(), seed)
     facts = replace(facts, future_open=None if causal else _future_open(layer, facts, key_len))
     outside = before > 0 or after > 0 or query_len % block > 0  # slabs reach past the sequence's ends
     slab_offsets = ops.arange(-before, block + after, dtype="int32")
@@ -167,8 +169,8 @@ def rematerialized(layer, compute, args: tuple):
 class _CallFacts:
     """What every block of a call reads: its masks, the padded rows `(b, 1, q, 1)` of
     self-attention (None: none), the convolutions' causality, `AttentionContext.future_open`,
-    the query length, the halo rows before a block, the block size and the seed of the call's
-    attention dropout (None: no dropout)."""
+    the query length, the halo rows before a block, the block size, the call's forms and the seed
+    of the call's attention dropout (None: no dropout)."""
 
     masks: BlockMasks
     pads: Any
@@ -177,6 +179,7 @@ class _CallFacts:
     query_len: int
     before: int
     block: int
+    forms: AttentionForms
     dropout_seed: Any = None
 
 
@@ -188,7 +191,7 @@ def _block(layer, query, key, value, positions, facts: _CallFacts, outside: bool
     inside = ops.logical_and(ops.greater_equal(positions, 0), ops.less(positions, facts.query_len)) if outside else None
     keep, pads = _slab_keep_and_pads(layer, facts, rows, inside, ops.shape(key)[1])
     context = AttentionContext(
-        query, keep, facts.causal, facts.future_open, pads=pads, positions=rows, rematerialized=True
+        query, keep, facts.causal, facts.future_open, pads=pads, positions=rows, rematerialized=True, forms=facts.forms
     )
     _, attention = layer._attention_maps(query, key, context)
     own = slice(facts.before, facts.before + facts.block)

@@ -28,11 +28,7 @@ import numpy as np
 from keras import ops
 
 from convatt.layers._options import check_flag, check_kernel_size, check_optional_count, one_of
-from convatt.layers._utils import (
-    keep_rows,
-    lower_triangular_keep,
-    query_tap_offsets,
-)
+from convatt.layers._utils import keep_rows, query_tap_offsets
 from convatt.layers.attention_conv1d import AttentionConv1D
 from convatt.layers.attention_conv2d import AttentionConv2D, kernel_pair
 from convatt.layers.position_interaction import PositionInteraction
@@ -58,55 +54,6 @@ STAGES = ("projections", "scores", "logits", "weights", "attention", "values")
     values     adds to the product `attention V` `(b, q, h, d_v)` (compute dtype), given
                the attention that multiplied the values (`AttentionContext.weights`)
 Within a stage, modifications act in table order."""
-
-
-@dataclass(frozen=True)
-class AttentionContext:
-    """What one call tells the modifications besides the tensor they transform.
-
-    Attributes:
-        query: the projected queries `(b, q, h, d)` (Shaw et al.'s key term reads them).
-        keep: boolean `(b, 1, q, k)`, True where a query may attend a key; None: no mask.
-        causal: the convolutions' query taps lie on rows `i - k + 1 .. i` (a causal
-            call), instead of being centred on row `i` (the paper's).
-        future_open: float `(b, 1, 1, 1)`, 0 for the batch entries whose mask is
-            lower-triangular (a causal mask, however built) and 1 for the others; the
-            centred convolutions multiply their taps on later rows with it. None when
-            there is no mask (every tap is open) or `causal` (no tap on a later row).
-        weights: the attention `(b, h, q, k)` that multiplied the values (the `values`
-            stage reads it); None before that product.
-        positions: int `(q,)`, the query rows' positions (the keys': `0 .. k - 1`); None: a
-            whole call's, `0 .. q - 1`. A cached call's rows are the table's call at their
-            positions (`convatt.layers.core.attention_cache`).
-        pads: boolean `(b, 1 or h, q, 1)`, the padded query rows (None: none known). They
-            attend as Keras' layer makes them (`masked_softmax` keeps their whole rows:
-            a row with no key left is uniform), each modification applied to them; the
-            convolutions read them as zero rows, so that no real row reads a pad.
-        rematerialized: computed inside `keras.remat` (a block of `blocked_attention`): no
-            custom gradient that closes over the context's tensors (`jax.checkpoint` traces
-            the block again, and a closure would hold the first trace's values).
-    """
-
-    query: Any
-    keep: Any = None
-    causal: bool = False
-    future_open: Any = None
-    weights: Any = None
-    pads: Any = None
-    positions: Any = None
-    rematerialized: bool = False
-
-
-def attention_context(query, keep, causal: bool, pads=None) -> AttentionContext:
-    """The context of one call: `keep` `(b, 1, q, k)` or None, `causal` as the caller says,
-    the padded rows `pads` or None."""
-    if keep is None or causal:
-        return AttentionContext(query, keep, causal, None, pads=pads)
-    shape = ops.shape(keep)
-    later = ops.logical_not(lower_triangular_keep(shape[-2], shape[-1]))
-    real = keep if pads is None else ops.logical_and(keep, ops.logical_not(pads))  # the real rows' keys
-    sees_later = ops.any(ops.logical_and(real, later), axis=(1, 2, 3), keepdims=True)
-    return AttentionContext(query, keep, False, ops.cast(sees_later, "float32"), pads=pads)
 
 
 @dataclass(frozen=True)
@@ -212,13 +159,13 @@ def _identity_conv(layer, sublayer, causal: bool) -> None:
 def _add(layer, sublayer, scores, context):
     if context.positions is not None:
         return scores + sublayer.bias_at(_at_least_0(context.positions), ops.shape(scores)[-1])
-    return sublayer.add_float32(scores, fast_batch_sum=layer._lean_core)
+    return sublayer.add_float32(scores, forms=context.forms)
 
 
 def _add_with_query(layer, sublayer, scores, context):
     if context.positions is not None:
         return scores + sublayer.key_term_at(context.query, _at_least_0(context.positions), ops.shape(scores)[-1])
-    return sublayer.add_float32(scores, context.query, gathered=not layer._lean_core)
+    return sublayer.add_float32(scores, context.query, forms=context.forms)
 
 
 def _add_value_term(layer, sublayer, output, context):
@@ -226,7 +173,7 @@ def _add_value_term(layer, sublayer, output, context):
     if context.positions is not None:
         term = sublayer.value_term_at(context.weights, _at_least_0(context.positions))
     else:
-        term = sublayer.value_term(context.weights, gathered=not layer._lean_core)
+        term = sublayer.value_term(context.weights, forms=context.forms)
     return ops.cast(ops.cast(output, "float32") + term, layer.compute_dtype)
 
 
@@ -250,7 +197,7 @@ def _build_temperature(layer, weight, scores_shape, query_shape) -> None:
 
 
 def _mix_heads(layer, sublayer, x, context):
-    return ops.cast(sublayer(x, einsum=not layer._lean_core), "float32")
+    return ops.cast(sublayer(x, forms=context.forms), "float32")
 
 
 def _convolve(layer, sublayer, x, context):
@@ -269,7 +216,7 @@ def _convolve(layer, sublayer, x, context):
 def _convolve_rows(layer, sublayer, x, context):
     """The convolution of `x` where the real rows read the padded ones as zero rows and each
     padded row reads its neighbours as they are (two convolutions where rows are padded)."""
-    form = {"depthwise": not layer._lean_core} if layer.attention_conv == "2d" else {}  # +Conv has one form
+    form = {"forms": context.forms} if layer.attention_conv == "2d" else {}  # +Conv has one form
     convolve = lambda rows: sublayer.convolve_float32(
         rows, causal=context.causal, future_open=context.future_open, **form
     )  # fmt: skip

@@ -16,22 +16,11 @@ from typing import Any
 from keras import ops
 
 from convatt.layers._options import check_max_len
-from convatt.layers._utils import (
-    check_length,
-    lean_block_softmax,
-    lean_masked_softmax,
-    lower_triangular_keep,
-    masked_softmax,
-    require_length,
-)
-from convatt.layers.core.modifications import (
-    MODIFICATION_OPTIONS,
-    MODIFICATIONS,
-    AttentionContext,
-    Modification,
-    attention_context,
-    check_conv_options,
-)
+from convatt.layers._utils import check_length, lower_triangular_keep, require_length
+from convatt.layers.core.forms import AttentionForms, published_forms
+from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, Modification, check_conv_options
+from convatt.layers.core.rows import AttentionContext, attention_context
+from convatt.layers.core.softmax import attention_softmax
 
 
 class ModifiedAttention:
@@ -45,16 +34,15 @@ class ModifiedAttention:
     (Keras' projections, dropout, the output projection) is its own.
     """
 
-    _lean_core = False
-    """Whether the attention takes the forms rewritten for speed and memory: in the core, those
-    that keep less for the backward pass or sum faster (`_scaled_scores`, `lean_masked_softmax`,
-    the score biases' gradients summed over the batch in the form that pays); in the
-    modifications, +Conv2d's shifted multiply-adds (`AttentionConv2D.convolve_float32`), the
-    talking heads' batched matrix product (`TalkingHeadsProjection`) and Shaw's skews under
-    XLA (`RelativePositionRepresentation.add_float32`). The same values to float rounding,
-    but not the same operations: the tagger's `SelfAttention` keeps the ones its published
-    results came from (each variant trains the same bits as at commit 7af1535; the guard is
-    tests/test_layers_tagger_computation.py), `MultiHeadAttention` takes the rewritten ones."""
+    choose_forms = staticmethod(published_forms)
+    """The layer's forms (`convatt.layers.core.forms`): a function that resolves them while a
+    call is traced. The tagger's `SelfAttention` keeps the published ones (the operations its
+    results came from, bit for bit: tests/test_layers_tagger_computation.py);
+    `MultiHeadAttention` takes `drop_in_forms`, those for its backend, device and compilation."""
+
+    def attention_forms(self) -> AttentionForms:
+        """The forms of the call being traced (`choose_forms`)."""
+        return self.choose_forms()
 
     def _init_modifications(self, options: dict[str, Any], max_len: int | None) -> None:
         """Set `max_len` and the modification options (checked) as attributes, check them
@@ -164,7 +152,8 @@ class ModifiedAttention:
         if use_causal_mask:
             lower = lower_triangular_keep(ops.shape(query)[1], ops.shape(key)[1])
             keep = lower if keep is None else ops.logical_and(keep, lower)
-        return attention_context(query, keep, causal or use_causal_mask or self.conv_causal, pads)
+        causal = causal or use_causal_mask or self.conv_causal
+        return attention_context(query, keep, causal, pads, forms=self.attention_forms())
 
     def _attention_maps(self, query, key, context: AttentionContext):
         """(softmax attention, attention after the convolution), each `(b, h, q, k)`, float32.
@@ -174,14 +163,14 @@ class ModifiedAttention:
         and the convolution's sums would lose digits in 8 (bfloat16) or 11
         (float16) bits."""
         query, key = self._checked_lengths(query, key)
-        return self._attention_after_scores(self._apply("scores", self._scaled_scores(query, key), context), context)
+        scores = self._scaled_scores(query, key, context.forms)
+        return self._attention_after_scores(self._apply("scores", scores, context), context)
 
-    def _scaled_scores(self, query, key):
-        """`Q K^T / sqrt(key_dim)` `(b, h, q, k)` in float32 from `(b, t, h, d)` projections: the
-        product scaled, or with `_lean_core` the queries scaled first (Keras' order; XLA on a
-        CPU kept the scale of the product's gradient as a whole attention matrix)."""
+    def _scaled_scores(self, query, key, forms: AttentionForms):
+        """`Q K^T / sqrt(key_dim)` `(b, h, q, k)` in float32 from `(b, t, h, d)` projections, in the
+        form `forms.scores`: the product scaled, or the queries scaled first."""
         scale = 1.0 / math.sqrt(self.modification_dims[0])
-        if self._lean_core:
+        if forms.scores == "scale_queries":
             return ops.cast(ops.einsum("bqhd,bkhd->bhqk", query * ops.cast(scale, query.dtype), key), "float32")
         return ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32") * scale
 
@@ -189,8 +178,7 @@ class ModifiedAttention:
         """`_attention_maps` from the output of the `scores` stage on (cached decoding adds
         that stage's terms itself, for query rows at other positions)."""
         scores = self._apply("logits", scores, context)
-        lean = self._lean_core and not context.rematerialized  # its gradient closes over the masks
-        softmax = lean_masked_softmax if lean else lean_block_softmax if context.rematerialized else masked_softmax
+        softmax = attention_softmax(context.forms.softmax, context.rematerialized)
         attention = softmax(scores, context.keep, context.pads)  # float32 in, float32 out
         weights = self._apply("weights", attention, context)
         return attention, self._apply("attention", weights, context)

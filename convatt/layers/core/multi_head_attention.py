@@ -27,6 +27,7 @@ from convatt.layers.core.blocked_attention import (
     blocked_attention,
     key_masks,
 )
+from convatt.layers.core.forms import drop_in_forms
 from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS
 from convatt.layers.core.modified_attention import ModifiedAttention
 
@@ -223,7 +224,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 "turn it off, or the modifications."
             )
 
-    _lean_core = True  # the forms rewritten for speed and memory (see ModifiedAttention)
+    choose_forms = staticmethod(drop_in_forms)  # for the backend, device and compilation (core.forms)
     _drops_caller_masks = True  # as Keras' layer (KerasHub's cached attention keeps them: keras_hub_blocks)
 
     @property

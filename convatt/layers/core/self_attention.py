@@ -39,11 +39,12 @@ class SelfAttention(ModifiedAttention, keras.layers.Layer):
     With `temperature=True` each of `W_q, W_k, W_v` of each head is multiplied
     by its own learnable scalar, initialised to 1 (§2.4).
 
-    Its operations are those the tagger's published results came from (commit
-    7af1535's: +Conv2d as one depthwise convolution, the talking heads' mixing
-    by an einsum, Shaw's gathered tables), so that every variant trains the same
-    bits as then; `MultiHeadAttention` computes the same values in forms
-    rewritten for speed and memory (see `ModifiedAttention._lean_core`).
+    Its operations are the published forms (`convatt.layers.core.forms.PUBLISHED`:
+    +Conv2d as one depthwise convolution, the talking heads' mixing by an einsum,
+    Shaw's gathered tables, autodiff's softmax), those the tagger's published results
+    came from, so that every variant trains the same bits as then;
+    `MultiHeadAttention` computes the same values in the forms for its backend,
+    device and compilation (`drop_in_forms`).
 
     Masking is off unless a mask is given (the paper has none). Causal models:
     `use_causal_mask=True` masks every later key and puts the convolutions' query
