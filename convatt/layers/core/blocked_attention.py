@@ -32,6 +32,7 @@ import numpy as np
 from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
+from convatt.layers._options import is_int
 from convatt.layers._utils import causal_keep, fully_masked_rows, keep_mask, query_tap_offsets
 from convatt.layers.core.attention_cache import query_taps
 from convatt.layers.core.forms import AttentionForms
@@ -113,6 +114,19 @@ def block_size(query_block, num_heads: int, query_len: int, key_len: int) -> int
             return None
         query_block = min(max(2 ** int(math.log2(max(AUTO_BLOCK_BYTES // row_bytes, 1))), 16), 1024)
     return query_block if query_block is not None and query_len > query_block else None
+
+
+def check_query_block(query_block) -> int | str | None:
+    """`query_block` as an int >= 1, "auto" or None; a ValueError naming it for anything else."""
+    if query_block is None or query_block == AUTO:
+        return query_block
+    if not is_int(query_block) or query_block < 1:
+        raise ValueError(
+            f"query_block takes None (the whole attention matrix), 'auto' (blocks past "
+            f"{AUTO_ABOVE_BYTES // 2**20} MiB of attention matrix per example) or an int >= 1 (queries "
+            f"per block); received {query_block!r}."
+        )
+    return int(query_block)
 
 
 def block_starts(query_len: int, block: int) -> list[int]:
@@ -205,7 +219,7 @@ def _block(layer, query, key, value, positions, facts: _CallFacts, outside: bool
 
 
 def _slab_keep_and_pads(layer, facts: _CallFacts, rows, inside, key_len) -> tuple:
-    """`(keep, pads)` of the query rows `rows`, as `MultiHeadAttention._padded_rows` makes the
+    """`(keep, pads)` of the query rows `rows`, as `rows.padded_rows` makes the
     pads; the rows not `inside` (boolean `(rows,)`; None: all are) keep no key and are no pad."""
     keep = facts.masks.keep(rows, key_len)
     if inside is not None:

@@ -2,58 +2,20 @@
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import keras
 from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
-from convatt.layers._options import is_int
-from convatt.layers._utils import (
-    batched_attention_mask,
-    causal_keep,
-    fully_masked_rows,
-    keep_mask,
-    padded_key_rows,
-)
+from convatt.layers._utils import batched_attention_mask, causal_keep, keep_mask
 from convatt.layers.core import attention_cache
-from convatt.layers.core.blocked_attention import (
-    AUTO,
-    AUTO_ABOVE_BYTES,
-    BlockMasks,
-    block_size,
-    blocked_attention,
-    key_masks,
-)
+from convatt.layers.core.blocked_attention import block_size, blocked_attention, check_query_block, key_masks
 from convatt.layers.core.forms import drop_in_forms
 from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS
 from convatt.layers.core.modified_attention import ModifiedAttention
-
-
-@dataclass(frozen=True)
-class AttentionCall:
-    """What one call tells `_compute_attention` besides its tensors and mask.
-
-    Attributes:
-        causal: the call's `use_causal_mask` (the convolutions' query taps on past rows),
-            whether or not the causal mask reached `_compute_attention` as a mask.
-        self_attention: the queries and the keys are one sequence (`self_attention=True`,
-            or the query and the value one tensor): a padded key's query is a pad too.
-        masked: a padding or attention mask was given (`query_mask`, `value_mask`,
-            `key_mask`, `attention_mask`, or the inputs' Keras masks).
-        blocks: the call's masks as given, where the attention is computed in blocks of
-            queries (`query_block`; `convatt.layers.core.blocked_attention`); None: the whole matrix.
-        block_size: the queries per block where `blocks` is given.
-    """
-
-    causal: bool = False
-    self_attention: bool = False
-    masked: bool = False
-    blocks: BlockMasks | None = None
-    block_size: int = 0
-
+from convatt.layers.core.rows import AttentionCall, call_facts, padded_rows
 
 WEIGHT_ORDERS = ("keras", "modifications_first")
 """`weight_order`: Keras' weights first (the default), or the modifications' first (how
@@ -310,25 +272,16 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 return_attention_scores, training, query_position, query_cache,
             )  # fmt: skip
         masks = (query_mask, value_mask, key_mask, attention_mask)
-        call = self._call_facts(masks, use_causal_mask, self_attention)
+        call = call_facts(self.name, masks, use_causal_mask, self_attention, bool(self.attention_conv))
         if block := self._query_blocks(query, value, return_attention_scores, masks):
-            call = replace(call, blocks=key_masks(*masks, causal=call.causal, **_mask_facts(call)), block_size=block)
+            facts = {"masked": call.masked, "self_attention": call.self_attention}
+            call = replace(call, blocks=key_masks(*masks, causal=call.causal, **facts), block_size=block)
             mask = None  # made block by block
         else:
             mask = self._call_mask(query, value, masks, call)
         key = value if key is None else key
         output, attention = self._attend(query, value, key, mask, training, return_attention_scores, call)
         return (output, attention) if return_attention_scores else output
-
-    def _call_facts(self, masks: tuple, use_causal_mask, self_attention) -> AttentionCall:
-        """The call's `AttentionCall`; a warning where a convolution may read padded queries."""
-        query_mask, value_mask, key_mask, attention_mask = masks
-        call = AttentionCall(bool(use_causal_mask), bool(self_attention), any(m is not None for m in masks))
-        keys_padded = value_mask is not None or key_mask is not None
-        if self.attention_conv and not call.self_attention and keys_padded:
-            if query_mask is None and attention_mask is None:
-                self._warn_query_pads_unknown()
-        return call
 
     def _query_blocks(self, query, value, return_attention_scores: bool, masks: tuple) -> int | None:
         """The queries per block of this call's modified attention (`query_block`, `block_size`),
@@ -383,18 +336,6 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         for encoder sequences of `max_length`; `convatt.layers.core.attention_cache`)."""
         return attention_cache.empty_cache(self, batch_size, max_length, cross=cross)
 
-    def _warn_query_pads_unknown(self) -> None:
-        """Padded keys, queries of unknown padding, a convolution: if the queries are padded,
-        their pads reach real rows through the convolution's taps. Self-attention is
-        `self_attention=True`, or the query and the value one tensor; equal tensors are not."""
-        warnings.warn(
-            f"{self.name}: a convolution over the attention rows with padded keys (value_mask, key_mask or the "
-            "value's Keras mask) and no word on the queries' padding: if the queries are padded, their pads "
-            "reach real rows through the convolution's taps. Pass query_mask= (all True where the queries have "
-            "no padding; for self-attention, the same mask), or say self_attention=True (or call layer(x, x)).",
-            stacklevel=3,
-        )
-
     @property
     def _overrides_compute_attention(self) -> bool:
         """A subclass's own `_compute_attention` (perhaps Keras' older signature, without
@@ -434,27 +375,12 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 self, query, key, value, attention_mask, training, return_attention_scores, use_causal_mask
             )  # fmt: skip
         keep = None if attention_mask is None else keep_mask(attention_mask)
-        pads = self._padded_rows(keep, call, return_attention_scores)
+        pads = padded_rows(keep, call, keras_fused=self.dropout == 0 and not return_attention_scores)
         context = self._modification_context(query, key, keep, use_causal_mask, call.causal, pads)
         _, attention = self._attention_maps(query, key, context)
         dropped = keras_compat.dropout_layer(self)(ops.cast(attention, self.compute_dtype), training=training)
         output = self._value_terms(ops.einsum(keras_compat.combine_equation(self), dropped, value), dropped, context)
         return output, ops.cast(attention, self.compute_dtype)
-
-    def _padded_rows(self, keep, call: AttentionCall, return_attention_scores: bool):
-        """The padded query rows `(b, 1 or h, q, 1)` (None: none known), which attend as Keras' layer
-        makes them attend and which the convolutions read as zero rows: in self-attention, the
-        positions of padded keys; a row with no key left is uniform over every key in Keras' fused
-        attention (no dropout, no attention asked for) and, from Keras 3.10, 0 in its other path (then
-        not a pad here: a zero row already; uniform there too before 3.10)."""
-        if keep is None or not call.masked:
-            return None
-        pads = padded_key_rows(keep) if call.self_attention else None
-        empty = fully_masked_rows(keep)
-        fused = self.dropout == 0 and not return_attention_scores
-        if fused or not keras_compat.SOFTMAX_ZEROES_EMPTY_ROWS:  # Keras' layer: a uniform row
-            return empty if pads is None else ops.logical_or(pads, empty)
-        return None if pads is None else ops.logical_and(pads, ops.logical_not(empty))
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
@@ -462,20 +388,3 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             {"weight_order": self.weight_order, "query_block": self.query_block, **self._modification_config()}
         )
         return config
-
-
-def check_query_block(query_block) -> int | str | None:
-    """`query_block` as an int >= 1, "auto" or None; a ValueError naming it for anything else."""
-    if query_block is None or query_block == AUTO:
-        return query_block
-    if not is_int(query_block) or query_block < 1:
-        raise ValueError(
-            f"query_block takes None (the whole attention matrix), 'auto' (blocks past "
-            f"{AUTO_ABOVE_BYTES // 2**20} MiB of attention matrix per example) or an int >= 1 (queries "
-            f"per block); received {query_block!r}."
-        )
-    return int(query_block)
-
-
-def _mask_facts(call: AttentionCall) -> dict[str, bool]:
-    return {"masked": call.masked, "self_attention": call.self_attention}

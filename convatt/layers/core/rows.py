@@ -1,15 +1,21 @@
-"""The facts of one call that the modifications read besides the tensor they transform:
-`AttentionContext` (frozen, made once per call: no layer state), and how a whole call makes it."""
+"""The facts of one call, frozen and made once per call (no layer state): what `MultiHeadAttention`'s
+`call` tells its core (`AttentionCall`, the padded rows) and what the modifications read besides
+the tensor they transform (`AttentionContext`), with how a whole call makes them."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from keras import ops
 
-from convatt.layers._utils import lower_triangular_keep
+from convatt.layers import _keras_compat as keras_compat
+from convatt.layers._utils import fully_masked_rows, lower_triangular_keep, padded_key_rows
 from convatt.layers.core.forms import PUBLISHED, AttentionForms
+
+if TYPE_CHECKING:
+    from convatt.layers.core.blocked_attention import BlockMasks
 
 
 @dataclass(frozen=True)
@@ -62,3 +68,66 @@ def attention_context(query, keep, causal: bool, pads=None, forms: AttentionForm
     real = keep if pads is None else ops.logical_and(keep, ops.logical_not(pads))  # the real rows' keys
     sees_later = ops.any(ops.logical_and(real, later), axis=(1, 2, 3), keepdims=True)
     return AttentionContext(query, keep, False, ops.cast(sees_later, "float32"), pads=pads, forms=forms)
+
+
+@dataclass(frozen=True)
+class AttentionCall:
+    """What one call tells `_compute_attention` besides its tensors and mask.
+
+    Attributes:
+        causal: the call's `use_causal_mask` (the convolutions' query taps on past rows),
+            whether or not the causal mask reached `_compute_attention` as a mask.
+        self_attention: the queries and the keys are one sequence (`self_attention=True`,
+            or the query and the value one tensor): a padded key's query is a pad too.
+        masked: a padding or attention mask was given (`query_mask`, `value_mask`,
+            `key_mask`, `attention_mask`, or the inputs' Keras masks).
+        blocks: the call's masks as given, where the attention is computed in blocks of
+            queries (`query_block`; `convatt.layers.core.blocked_attention`); None: the whole matrix.
+        block_size: the queries per block where `blocks` is given.
+    """
+
+    causal: bool = False
+    self_attention: bool = False
+    masked: bool = False
+    blocks: BlockMasks | None = None
+    block_size: int = 0
+
+
+def call_facts(layer: str, masks: tuple, use_causal_mask, self_attention, convolves: bool) -> AttentionCall:
+    """The `AttentionCall` of a call with `masks` `(query_mask, value_mask, key_mask,
+    attention_mask)`; a warning where a convolution (`convolves`) may read padded queries."""
+    query_mask, value_mask, key_mask, attention_mask = masks
+    call = AttentionCall(bool(use_causal_mask), bool(self_attention), any(m is not None for m in masks))
+    keys_padded = value_mask is not None or key_mask is not None
+    if convolves and not call.self_attention and keys_padded:
+        if query_mask is None and attention_mask is None:
+            _warn_query_pads_unknown(layer)
+    return call
+
+
+def _warn_query_pads_unknown(layer: str) -> None:
+    """Padded keys, queries of unknown padding, a convolution: if the queries are padded,
+    their pads reach real rows through the convolution's taps. Self-attention is
+    `self_attention=True`, or the query and the value one tensor; equal tensors are not."""
+    warnings.warn(
+        f"{layer}: a convolution over the attention rows with padded keys (value_mask, key_mask or the "
+        "value's Keras mask) and no word on the queries' padding: if the queries are padded, their pads "
+        "reach real rows through the convolution's taps. Pass query_mask= (all True where the queries have "
+        "no padding; for self-attention, the same mask), or say self_attention=True (or call layer(x, x)).",
+        stacklevel=3,
+    )
+
+
+def padded_rows(keep, call: AttentionCall, keras_fused: bool):
+    """The padded query rows `(b, 1 or h, q, 1)` (None: none known), which attend as Keras' layer
+    makes them attend and which the convolutions read as zero rows: in self-attention, the
+    positions of padded keys; a row with no key left is uniform over every key in Keras' fused
+    attention (`keras_fused`: no dropout, no attention asked for) and, from Keras 3.10, 0 in its
+    other path (then not a pad here: a zero row already; uniform there too before 3.10)."""
+    if keep is None or not call.masked:
+        return None
+    pads = padded_key_rows(keep) if call.self_attention else None
+    empty = fully_masked_rows(keep)
+    if keras_fused or not keras_compat.SOFTMAX_ZEROES_EMPTY_ROWS:  # Keras' layer: a uniform row
+        return empty if pads is None else ops.logical_or(pads, empty)
+    return None if pads is None else ops.logical_and(pads, ops.logical_not(empty))
