@@ -6,7 +6,7 @@ layers have since gained faster kernels (`MultiHeadAttention` takes them); the t
 `SelfAttention` must keep computing exactly these, in this order, for every variant, so that
 a variant trains the same bits as it did then. `ReferenceSelfAttention` is a `SelfAttention`
 (the same constructor, weights and initial values) whose `call` is 7af1535's
-`SelfAttention.call`, its `ModifiedAttention._attention_maps` and its sublayers' formulas
+`SelfAttention.call`, its `ModifiedAttention.attention_maps` and its sublayers' formulas
 written out in one place, reading the layer's and the sublayers' weights. Only the tagger's
 case: no mask, no causal call (a call with either is refused).
 """

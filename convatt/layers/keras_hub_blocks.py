@@ -344,7 +344,7 @@ class TransformerDecoder(keras_hub.layers.TransformerDecoder):
                 f"{self.name}: a cross-attention cache with {', '.join(needs)} needs the decoder position; "
                 "pass self_attention_cache_update_index (the position of the first new token)."
             )
-        cross._check_length(self_attention_cache.shape[2], None)  # the decoder positions, up to max_len
+        cross.check_lengths(self_attention_cache.shape[2], None)  # the decoder positions, up to max_len
         return index
 
     def _split_cache(self, self_attention_cache):

@@ -45,32 +45,38 @@ from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._utils import causal_keep
-from convatt.layers.attention_conv2d import kernel_pair
+from convatt.layers.core.modifications import MODIFICATIONS
+from convatt.layers.core.modified_attention import ModifiedAttention
 from convatt.layers.core.rows import AttentionContext
 
 KEYS, VALUES, QUERIES = 0, 1, 2
 
 
 def cache_slots(layer, cross: bool = False) -> int:
-    """2 (keys, values), or 3 (and queries) when a convolution reads earlier queries' rows in
-    self-attention (a cross-attention keeps its queries in a `query_cache`)."""
-    return 3 if getattr(layer, "attention_conv", None) and not cross else 2
+    """2 (keys, values), or 3 (and queries) where a modification reads other queries' rows
+    (`ModifiedAttention.reads_other_rows`: the convolutions) in self-attention (a
+    cross-attention keeps its queries in a `query_cache`)."""
+    return 3 if modified(layer) and layer.reads_other_rows() and not cross else 2
 
 
 def query_taps(layer) -> int:
-    """How many query rows (this one and earlier ones) one output row reads: the convolution's
-    taps along the queries; 1 without a convolution."""
-    if not getattr(layer, "attention_conv", None):
-        return 1
-    if layer.attention_conv == "1d":
-        return int(layer.conv_kernel_size)
-    return kernel_pair(layer.conv_kernel_size)[0]
+    """How many query rows (this one and earlier ones) one output row reads
+    (`ModifiedAttention.query_taps`: the table's rows say); 1 for a layer without modifications."""
+    return layer.query_taps() if modified(layer) else 1
 
 
 def needs_query_position(layer) -> list[str]:
     """The options of `layer` that read the query position (a cross-attention cache needs
-    `query_position` for them)."""
-    return _positional(layer) + (["attention_conv"] if getattr(layer, "attention_conv", None) else [])
+    `query_position` for them): those whose terms depend on it and those that read other rows."""
+    if not modified(layer):
+        return []
+    readers = [row.flag for row in MODIFICATIONS if row.query_taps is not None and row.is_on(layer)]
+    return layer.positional_options() + [flag for flag in readers if flag not in layer.positional_options()]
+
+
+def modified(layer) -> bool:
+    """Whether `layer` runs the modification table (a convatt attention layer, not Keras' own)."""
+    return isinstance(layer, ModifiedAttention)
 
 
 def cache_shape(layer, batch_size: int, max_length: int, cross: bool = False) -> tuple[int, ...]:
@@ -131,15 +137,13 @@ def _check(layer, cache, cache_update_index, query_position, query_cache) -> Non
 
 def _positional(layer) -> list[str]:
     """The options on in `layer` whose terms depend on the query's position (`Modification.reads_positions`)."""
-    if not hasattr(layer, "_active"):
-        return []
-    return [row.flag for row, _ in layer._active() if row.reads_positions(layer)]
+    return layer.positional_options() if modified(layer) else []
 
 
 def _check_query_cache(layer, query_cache) -> None:
     """A cross-attention with a convolution needs the earlier decoder queries (`query_cache`)."""
     expected = f"(batch, max_length, {layer.num_heads}, {layer.key_dim})"
-    if not layer.attention_conv:
+    if not layer.reads_other_rows():
         if query_cache is not None:
             raise ValueError(f"{layer.name}: `query_cache` keeps a convolution's earlier queries; this layer has none.")
         return
@@ -250,7 +254,7 @@ def cached_call(
     )
     rows = _rows(layer, cache, cache_update_index, query_position, query_cache, in_bounds)
     mask = _new_rows_mask(query_proj, cache[:, KEYS, ...], rows.start, attention_mask, use_causal_mask)
-    if layer._modified:
+    if layer.modified:
         _check_query_positions(layer, rows, ops.shape(query_proj)[1])
         output, attention = _modified_attention(layer, query_proj, cache, rows, mask, use_causal_mask, training)
     else:  # Keras' attention on the mask given here (never its fused causal kernel: the cache is longer)
@@ -292,9 +296,9 @@ def _check_query_positions(layer, rows: _Rows, new_rows) -> None:
     if not rows.cross:
         return  # the keys' length (checked in `_attention_rows`) bounds the positions
     if isinstance(rows.start, int) and isinstance(new_rows, int):
-        layer._check_length(rows.start + new_rows, None)
+        layer.check_lengths(rows.start + new_rows, None)
     elif rows.history is not None:
-        layer._check_length(rows.history.shape[1], None)
+        layer.check_lengths(rows.history.shape[1], None)
 
 
 def _new_rows_mask(query_proj, key_proj, start, attention_mask, use_causal_mask):
@@ -323,14 +327,14 @@ def _modified_attention(layer, query_proj, cache, rows: _Rows, mask, use_causal_
     if earlier:  # the earlier queries' rows (positions < 0: zero rows, the convolution's padding)
         past = ops.take(rows.history, ops.maximum(positions[:earlier], 0), axis=1)
         queries = ops.concatenate([ops.cast(past, query_proj.dtype), query_proj], axis=1)
-    queries, keys, values = layer._projected(queries, cache[:, KEYS, ...], cache[:, VALUES, ...])
+    queries, keys, values = layer.projected(queries, cache[:, KEYS, ...], cache[:, VALUES, ...])
     keep = _rows_keep(positions, ops.shape(keys)[1], mask, earlier, use_causal_mask or not rows.cross)
     context = AttentionContext(queries, keep, causal=True, positions=positions, forms=layer.attention_forms())
-    attention = layer._attention_maps(queries, keys, context)[1][:, :, earlier:, :]
+    attention = layer.attention_maps(queries, keys, context)[1][:, :, earlier:, :]
     dropped = keras_compat.dropout_layer(layer)(ops.cast(attention, layer.compute_dtype), training=training)
     output = ops.einsum(keras_compat.combine_equation(layer), dropped, values)
     new = dataclasses.replace(context, query=query_proj, positions=positions[earlier:])
-    return layer._value_terms(output, dropped, new), ops.cast(attention, layer.compute_dtype)
+    return layer.value_terms(output, dropped, new), ops.cast(attention, layer.compute_dtype)
 
 
 def _rows_keep(positions, key_len, mask, earlier: int, causal: bool):

@@ -33,8 +33,7 @@ from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._options import is_int
-from convatt.layers._utils import causal_keep, fully_masked_rows, keep_mask, query_tap_offsets
-from convatt.layers.core.attention_cache import query_taps
+from convatt.layers._utils import causal_keep, fully_masked_rows, keep_mask
 from convatt.layers.core.forms import AttentionForms
 from convatt.layers.core.rows import AttentionContext
 
@@ -91,13 +90,6 @@ def key_masks(
     return BlockMasks(query_mask, keys, attention_mask, causal, **facts)
 
 
-def halo(layer, causal: bool) -> tuple[int, int]:
-    """`(before, after)`: how many query rows before and after its own a row of the output reads
-    (the convolution's query taps; `(0, 0)` without one)."""
-    offsets = query_tap_offsets(query_taps(layer), causal)
-    return -offsets[0], max(offsets[-1], 0)
-
-
 AUTO = "auto"
 AUTO_ABOVE_BYTES = 2**28
 """`query_block="auto"` computes blocks where one example's float32 attention matrix passes this."""
@@ -139,10 +131,10 @@ def blocked_attention(layer, query, key, value, masks: BlockMasks, block: int, t
     its projected (and `projections`-stage) `query`, `key`, `value`, in blocks of `block`
     queries: one loop (`keras.ops.map`) whose step computes a block from its slab of query
     rows, so the program holds one block whatever the length (module docstring)."""
-    query, key = layer._checked_lengths(query, key)
+    query, key = layer.checked_lengths(query, key)
     query_len, key_len = query.shape[1], ops.shape(key)[1]
     causal = masks.causal or layer.conv_causal
-    before, after = halo(layer, causal)
+    before, after = layer.halo(causal)
     pads = _padded_keys(masks, query_len, key_len, block) if masks.masked else None
     seed = _dropout_seed(layer, training)
     facts = _CallFacts(masks, pads, causal, None, query_len, before, block, layer.attention_forms(), seed)
@@ -207,7 +199,7 @@ def _block(layer, query, key, value, positions, facts: _CallFacts, outside: bool
     context = AttentionContext(
         query, keep, facts.causal, facts.future_open, pads=pads, positions=rows, rematerialized=True, forms=facts.forms
     )
-    _, attention = layer._attention_maps(query, key, context)
+    _, attention = layer.attention_maps(query, key, context)
     own = slice(facts.before, facts.before + facts.block)
     attention = attention[:, :, own, :]
     dropped = ops.cast(attention, layer.compute_dtype)
@@ -215,7 +207,7 @@ def _block(layer, query, key, value, positions, facts: _CallFacts, outside: bool
         dropped = position_dropout(dropped, layer.dropout, facts.dropout_seed, rows[own])
     output = ops.einsum(keras_compat.combine_equation(layer), dropped, value)
     own_context = replace(context, query=query[:, own], positions=rows[own])
-    return layer._value_terms(output, dropped, own_context)
+    return layer.value_terms(output, dropped, own_context)
 
 
 def _slab_keep_and_pads(layer, facts: _CallFacts, rows, inside, key_len) -> tuple:

@@ -85,6 +85,10 @@ class Modification:
             changes nothing (`convatt.layers.conversion` starts converted models there;
             `causal`: the layer is called causally); None where no weights can (ALiBi's
             fixed slopes).
+        query_taps: `layer -> int`, how many query rows one output row reads (its own and its
+            neighbours': the halo that blocks of queries and cached decoding recompute, laid
+            out by `query_tap_offsets`); None for a modification that reads each query's own
+            row only (then its rows need no other queries).
     """
 
     name: str
@@ -99,6 +103,7 @@ class Modification:
     per_position: bool | Callable[[Any], bool] = False
     identity: Callable[..., None] | None = field(default=lambda layer, sublayer, causal: _assign_zeros(sublayer))
     example: dict[str, Any] = field(default_factory=dict)
+    query_taps: Callable[[Any], int] | None = None
 
     def example_options(self) -> dict[str, Any]:
         """Options that turn this row on (`example`, or `{flag: True}`)."""
@@ -226,6 +231,13 @@ def _convolve_rows(layer, sublayer, x, context):
     return ops.where(context.pads, convolve(x), real)
 
 
+def _conv_query_taps(layer) -> int:
+    """The convolution's taps along the queries (a 2-d kernel's rows)."""
+    if layer.attention_conv == "1d":
+        return int(layer.conv_kernel_size)
+    return kernel_pair(layer.conv_kernel_size)[0]
+
+
 def _make_conv(layer, name, policy):
     activation = None if layer.conv_before_softmax else "relu"
     if layer.attention_conv == "1d":
@@ -316,6 +328,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
         per_position=lambda layer: layer.attention_conv == "1d",
         identity=_identity_conv,
         example={"attention_conv": "2d"},
+        query_taps=_conv_query_taps,
     ),
     *(
         _switch(

@@ -16,7 +16,7 @@ from typing import Any
 from keras import ops
 
 from convatt.layers._options import check_max_len
-from convatt.layers._utils import check_length, lower_triangular_keep, require_length
+from convatt.layers._utils import check_length, lower_triangular_keep, query_tap_offsets, require_length
 from convatt.layers.core.forms import AttentionForms, published_forms
 from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, Modification, check_conv_options
 from convatt.layers.core.rows import AttentionContext, attention_context
@@ -28,9 +28,9 @@ class ModifiedAttention:
 
     The host layer sets `num_heads` and `modification_dims` (`(key_dim, value_dim)` of a
     head), calls `_init_modifications` in its constructor and `_build_modifications` in
-    `build`; a call runs `_projected` on its projections, makes its context
-    (`_modification_context`), computes its attention maps with `_attention_maps` and
-    adds `_value_terms` to the product with the values. What the host adds around that
+    `build`; a call runs `projected` on its projections, makes its context
+    (`_modification_context`), computes its attention maps with `attention_maps` and
+    adds `value_terms` to the product with the values. What the host adds around that
     (Keras' projections, dropout, the output projection) is its own.
     """
 
@@ -62,9 +62,30 @@ class ModifiedAttention:
             setattr(self, row.attr, row.make(self, row.name, self.dtype_policy) if made else None)
 
     @property
-    def _modified(self) -> bool:
+    def modified(self) -> bool:
         """Whether any modification is on."""
         return any(row.is_on(self) for row in MODIFICATIONS)
+
+    def query_taps(self) -> int:
+        """How many query rows (its own and its neighbours') one output row reads: the largest
+        `query_taps` of the modifications that are on (1 where none reads other rows)."""
+        return max([row.query_taps(self) for row in MODIFICATIONS if row.query_taps and row.is_on(self)], default=1)
+
+    def reads_other_rows(self) -> bool:
+        """Whether a modification that is on reads other query rows than each output row's own
+        (a row with `query_taps`: the cache then keeps the queries)."""
+        return any(row.query_taps is not None and row.is_on(self) for row in MODIFICATIONS)
+
+    def halo(self, causal: bool) -> tuple[int, int]:
+        """`(before, after)`: how many query rows before and after its own an output row reads
+        (`query_taps` laid out by `query_tap_offsets`; `(0, 0)` where none is read)."""
+        offsets = query_tap_offsets(self.query_taps(), causal)
+        return -offsets[0], max(offsets[-1], 0)
+
+    def positional_options(self) -> list[str]:
+        """The options that are on whose terms depend on the query's position
+        (`Modification.reads_positions`: a cached call needs the rows' positions for them)."""
+        return [row.flag for row in MODIFICATIONS if row.is_on(self) and row.reads_positions(self)]
 
     def per_position_modifications(self) -> list[str]:
         """The options that are on and have weights per position (they need `max_len`)."""
@@ -97,14 +118,14 @@ class ModifiedAttention:
             f"(weights per position); received a {name} length of {{length}}."
         )
 
-    def _check_length(self, query_len, key_len) -> None:
+    def check_lengths(self, query_len, key_len) -> None:
         """A clear error for a sequence longer than `max_len` where weights are per position."""
         needs_len = self.per_position_modifications()
         for name, size in (("query", query_len), ("key", key_len)):
             if needs_len:
                 check_length(size, self.max_len, self._length_message(name, needs_len))
 
-    def _checked_lengths(self, query, key):
+    def checked_lengths(self, query, key):
         """`query`, `key` `(b, t, h, d)`, checked to be at most `max_len` long where weights are per
         position: at trace time where the length is known, else in the graph (`require_length`)."""
         needs_len = self.per_position_modifications()
@@ -115,7 +136,7 @@ class ModifiedAttention:
 
     def _build_modifications(self, scores_shape, query_shape) -> None:
         """Build the sublayers and make the layer's own modification weights (the temperature)."""
-        self._check_length(scores_shape[2], scores_shape[3])
+        self.check_lengths(scores_shape[2], scores_shape[3])
         for row in MODIFICATIONS:
             if row.is_on(self):
                 row.build(self, getattr(self, row.attr), scores_shape, query_shape)
@@ -138,7 +159,7 @@ class ModifiedAttention:
             x = row.acts_of(self)[stage](self, sublayer, x, context)
         return x
 
-    def _projected(self, query, key, value=None):
+    def projected(self, query, key, value=None):
         """The `projections` stage: `(query, key, value)` `(b, t, h, d)` as the modifications
         change them (the temperature); `value` None where the caller needs no values."""
         return self._apply("projections", (query, key, value), None)
@@ -155,14 +176,14 @@ class ModifiedAttention:
         causal = causal or use_causal_mask or self.conv_causal
         return attention_context(query, keep, causal, pads, forms=self.attention_forms())
 
-    def _attention_maps(self, query, key, context: AttentionContext):
+    def attention_maps(self, query, key, context: AttentionContext):
         """(softmax attention, attention after the convolution), each `(b, h, q, k)`, float32.
 
         Float32 whatever the compute dtype: position terms can be large next to
         the scores (ALiBi, the masks' large negative scores), and the softmax
         and the convolution's sums would lose digits in 8 (bfloat16) or 11
         (float16) bits."""
-        query, key = self._checked_lengths(query, key)
+        query, key = self.checked_lengths(query, key)
         scores = self._scaled_scores(query, key, context.forms)
         return self._attention_after_scores(self._apply("scores", scores, context), context)
 
@@ -175,7 +196,7 @@ class ModifiedAttention:
         return ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32") * scale
 
     def _attention_after_scores(self, scores, context: AttentionContext):
-        """`_attention_maps` from the output of the `scores` stage on (cached decoding adds
+        """`attention_maps` from the output of the `scores` stage on (cached decoding adds
         that stage's terms itself, for query rows at other positions)."""
         scores = self._apply("logits", scores, context)
         softmax = attention_softmax(context.forms.softmax, context.rematerialized)
@@ -183,7 +204,7 @@ class ModifiedAttention:
         weights = self._apply("weights", attention, context)
         return attention, self._apply("attention", weights, context)
 
-    def _value_terms(self, output, weights, context: AttentionContext):
+    def value_terms(self, output, weights, context: AttentionContext):
         """The `values` stage: `output` `(b, q, h, d_v)` plus the modifications' terms (Shaw's),
         given the attention `weights` that multiplied the values."""
         return self._apply("values", output, replace(context, weights=weights))

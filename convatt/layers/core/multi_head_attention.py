@@ -180,7 +180,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         self.weight_order = weight_order
         self.query_block = check_query_block(query_block)
         self._init_modifications({**options, "temperature": temperature}, max_len)
-        if self._modified and keras_compat.flash_attention(self):
+        if self.modified and keras_compat.flash_attention(self):
             raise ValueError(
                 "flash_attention computes no attention matrix for the modifications to change; "
                 "turn it off, or the modifications."
@@ -226,7 +226,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
 
     def build(self, query_shape, value_shape, key_shape=None):
         super().build(query_shape, value_shape, key_shape)
-        if not self._modified:
+        if not self.modified:
             return
         if len(query_shape) != 3 or len(value_shape) != 3 or self.attention_axes != (1,):
             raise ValueError(
@@ -362,14 +362,14 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         """Keras' `_compute_attention` (its override point), with the modifications; `call`: what
         `call` knows of it (the causal flag, self-attention, whether masks were given)."""
         call = call or AttentionCall(bool(use_causal_mask))
-        query, key, value = self._projected(query, key, value)  # the temperature, if on
+        query, key, value = self.projected(query, key, value)  # the temperature, if on
         if call.blocks is not None:
             return blocked_attention(self, query, key, value, call.blocks, call.block_size, training), None
         # Keras < 3.15 has no fused causal kernel: its layer passes the causal mask, and so do we
         causal_mask_only = call.causal and not call.masked and not keras_compat.FUSED_CAUSAL
         causal_mask_only = causal_mask_only and keras_compat.sliding_window(self) is None
         mask_is_keras = attention_mask is None or causal_mask_only
-        keras_path = not self._modified or (mask_is_keras and not return_attention_scores)
+        keras_path = not self.modified or (mask_is_keras and not return_attention_scores)
         if self._attention_is_keras and keras_path:
             return keras_compat.keras_attention(
                 self, query, key, value, attention_mask, training, return_attention_scores, use_causal_mask
@@ -377,9 +377,9 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         keep = None if attention_mask is None else keep_mask(attention_mask)
         pads = padded_rows(keep, call, keras_fused=self.dropout == 0 and not return_attention_scores)
         context = self._modification_context(query, key, keep, use_causal_mask, call.causal, pads)
-        _, attention = self._attention_maps(query, key, context)
+        _, attention = self.attention_maps(query, key, context)
         dropped = keras_compat.dropout_layer(self)(ops.cast(attention, self.compute_dtype), training=training)
-        output = self._value_terms(ops.einsum(keras_compat.combine_equation(self), dropped, value), dropped, context)
+        output = self.value_terms(ops.einsum(keras_compat.combine_equation(self), dropped, value), dropped, context)
         return output, ops.cast(attention, self.compute_dtype)
 
     def get_config(self) -> dict[str, Any]:

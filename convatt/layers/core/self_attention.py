@@ -199,7 +199,7 @@ class SelfAttention(ModifiedAttention, keras.layers.Layer):
         unless `with_values`)."""
         kernels = (self.query_kernel, self.key_kernel, self.value_kernel if with_values else None)
         projected = [None if k is None else ops.einsum("btd,dhk->bthk", inputs, k) for k in kernels]
-        return self._projected(*projected)
+        return self.projected(*projected)
 
     def attention_probabilities(self, inputs, mask=None, attention_mask=None, use_causal_mask: bool = False):
         """The attention of this layer for `inputs`, before and after the convolution.
@@ -220,15 +220,15 @@ class SelfAttention(ModifiedAttention, keras.layers.Layer):
         """
         query, key, _ = self._projections(inputs, with_values=False)
         keep = combine_attention_masks(mask, attention_mask)
-        return self._attention_maps(query, key, self._modification_context(query, key, keep, use_causal_mask, False))
+        return self.attention_maps(query, key, self._modification_context(query, key, keep, use_causal_mask, False))
 
     def call(self, inputs, mask=None, attention_mask=None, return_attention_scores=False, use_causal_mask=False):
         query, key, value = self._projections(inputs)  # (b, t, h, d)
         keep = combine_attention_masks(mask, attention_mask)
         context = self._modification_context(query, key, keep, use_causal_mask, False)
-        _, attention = self._attention_maps(query, key, context)
+        _, attention = self.attention_maps(query, key, context)
         outputs = ops.einsum("bhqk,bkhd->bqhd", ops.cast(attention, self.compute_dtype), value)
-        outputs = self._value_terms(outputs, attention, context)  # no dropout: the float32 attention
+        outputs = self.value_terms(outputs, attention, context)  # no dropout: the float32 attention
         shape = ops.shape(outputs)
         outputs = ops.reshape(outputs, (shape[0], shape[1], self.num_heads * self.head_dim))
         if return_attention_scores:
