@@ -110,8 +110,16 @@ def _gradients(function, weights: list, *arrays):
 
 
 def _numpy(*tensors) -> list[np.ndarray]:
-    """The tensors as NumPy; an empty array for a gradient that is None (an input not read)."""
-    return [np.zeros(0, "float32") if t is None else np.asarray(t) for t in tensors]
+    """The tensors as NumPy (a sparse gradient, TensorFlow's `IndexedSlices` of a gathered table,
+    made dense); an empty array for a gradient that is None (an input not read)."""
+    arrays = []
+    for t in tensors:
+        if hasattr(t, "indices") and hasattr(t, "dense_shape"):
+            import tensorflow as tf
+
+            t = tf.convert_to_tensor(t)
+        arrays.append(np.zeros(0, "float32") if t is None else np.asarray(t))
+    return arrays
 
 
 def _mha_cases(name: str, options: dict):
@@ -213,11 +221,18 @@ def compare(a: Path, b: Path) -> list[str]:
         if not (a / name).exists() or not (b / name).exists():
             differ.append(f"{name}: only in one")
             continue
-        x, y = np.load(a / name), np.load(b / name)
+        x, y = _load(a / name), _load(b / name)
         if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
             worst = np.abs(x.astype("float64") - y.astype("float64")).max() if x.shape == y.shape else "shape"
             differ.append(f"{name}: differs (max abs {worst})")
     return differ
+
+
+def _load(path: Path) -> np.ndarray:
+    """An array saved by `run`; a sparse gradient that an earlier version saved as an object
+    (TensorFlow's `IndexedSlices`) made dense, as `_numpy` makes it now."""
+    array = np.load(path, allow_pickle=True)
+    return _numpy(array.item())[0] if array.dtype == object else array
 
 
 def _run_copy(copy: Path, out_dir: Path, jit: str, only: str | None) -> None:
@@ -231,6 +246,8 @@ def check(frozen: Path, mine: Path, cache: Path, only: str | None) -> int:
     backend = os.environ.get("KERAS_BACKEND", "tensorflow")
     failed = False
     for jit in ("xla", "graph") if backend == "tensorflow" else ("xla",):
+        # layers are named by a counter, and the weights drawn by their paths: a subset (`only`)
+        # is compared with the frozen copy's run of the same subset
         label = f"{backend}-{jit}" + (f"-{only}" if only else "")
         frozen_dir, mine_dir = cache / f"frozen-{label}", cache / f"mine-{label}"
         if not any(frozen_dir.glob("*.npy")):
@@ -239,8 +256,9 @@ def check(frozen: Path, mine: Path, cache: Path, only: str | None) -> int:
             old.unlink()
         _run_copy(mine, mine_dir, jit, only)
         differ = compare(frozen_dir, mine_dir)
-        files = len(list(frozen_dir.glob("*.npy")))
-        print(f"{label}: {files} arrays, {len(differ)} differ" + "".join(f"\n  {d}" for d in differ), flush=True)
+        files = len(list(mine_dir.glob("*.npy")))
+        listed = "".join(f"\n  {d}" for d in differ)
+        print(f"{mine_dir.name}: {files} arrays, {len(differ)} differ{listed}", flush=True)
         failed = failed or bool(differ) or files == 0
     return int(failed)
 

@@ -33,9 +33,9 @@ from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._options import is_int
-from convatt.layers._utils import causal_keep, fully_masked_rows, keep_mask
+from convatt.layers._utils import causal_keep, keep_mask
 from convatt.layers.core.forms import AttentionForms
-from convatt.layers.core.rows import AttentionContext
+from convatt.layers.core.rows import AttentionContext, row_pads, sees_later_keys
 
 
 @dataclass(frozen=True)
@@ -211,8 +211,8 @@ def _block(layer, query, key, value, positions, facts: _CallFacts, outside: bool
 
 
 def _slab_keep_and_pads(layer, facts: _CallFacts, rows, inside, key_len) -> tuple:
-    """`(keep, pads)` of the query rows `rows`, as `rows.padded_rows` makes the
-    pads; the rows not `inside` (boolean `(rows,)`; None: all are) keep no key and are no pad."""
+    """`(keep, pads)` of the query rows `rows`, the pads by `rows.row_pads` (as a whole call's); the
+    rows not `inside` (boolean `(rows,)`; None: all are) keep no key and are no pad."""
     keep = facts.masks.keep(rows, key_len)
     if inside is not None:
         inside = inside[None, None, :, None]
@@ -220,13 +220,7 @@ def _slab_keep_and_pads(layer, facts: _CallFacts, rows, inside, key_len) -> tupl
     if keep is None or not facts.masks.masked:
         return keep, None
     slab_pads = None if facts.pads is None else ops.take(facts.pads, rows, axis=2)
-    empty = fully_masked_rows(keep)
-    if inside is not None:
-        empty = ops.logical_and(empty, inside)
-        slab_pads = None if slab_pads is None else ops.logical_and(slab_pads, inside)
-    if layer.dropout == 0:
-        return keep, empty if slab_pads is None else ops.logical_or(slab_pads, empty)
-    return keep, None if slab_pads is None else ops.logical_and(slab_pads, ops.logical_not(empty))
+    return keep, row_pads(keep, slab_pads, keras_fused=layer.dropout == 0, inside=inside)  # no attention returned
 
 
 def _padded_keys(masks: BlockMasks, query_len: int, key_len, block: int):
@@ -253,9 +247,7 @@ def _future_open(layer, facts: _CallFacts, key_len):
         keep, slab_pads = _slab_keep_and_pads(layer, facts, rows, None, key_len)
         if keep is None:
             return None
-        later = ops.logical_not(causal_keep(rows, key_len))[None, None]
-        real = keep if slab_pads is None else ops.logical_and(keep, ops.logical_not(slab_pads))
-        block_sees = ops.any(ops.logical_and(real, later), axis=(1, 2, 3), keepdims=True)
+        block_sees = sees_later_keys(keep, slab_pads, rows)
         sees_later = block_sees if sees_later is None else ops.logical_or(sees_later, block_sees)
     return ops.cast(sees_later, "float32")
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
-from convatt.layers._utils import fully_masked_rows, lower_triangular_keep, padded_key_rows
+from convatt.layers._utils import causal_keep, fully_masked_rows, padded_key_rows
 from convatt.layers.core.forms import PUBLISHED, AttentionForms
 
 if TYPE_CHECKING:
@@ -63,11 +63,17 @@ def attention_context(query, keep, causal: bool, pads=None, forms: AttentionForm
     the padded rows `pads` or None, the call's `forms`."""
     if keep is None or causal:
         return AttentionContext(query, keep, causal, None, pads=pads, forms=forms)
-    shape = ops.shape(keep)
-    later = ops.logical_not(lower_triangular_keep(shape[-2], shape[-1]))
-    real = keep if pads is None else ops.logical_and(keep, ops.logical_not(pads))  # the real rows' keys
-    sees_later = ops.any(ops.logical_and(real, later), axis=(1, 2, 3), keepdims=True)
+    sees_later = sees_later_keys(keep, pads, ops.arange(ops.shape(keep)[-2]))
     return AttentionContext(query, keep, False, ops.cast(sees_later, "float32"), pads=pads, forms=forms)
+
+
+def sees_later_keys(keep, pads, positions):
+    """Boolean `(b or 1, 1, 1, 1)`: whether a real row (not among `pads`) of `keep`
+    `(b, 1 or h, rows, k)`, the query rows at `positions` (int `(rows,)`), attends a key after its
+    own position. The whole call's rows and a block's (or-ed over the blocks) alike."""
+    later = ops.logical_not(causal_keep(positions, ops.shape(keep)[-1]))[None, None]
+    real = keep if pads is None else ops.logical_and(keep, ops.logical_not(pads))  # the real rows' keys
+    return ops.any(ops.logical_and(real, later), axis=(1, 2, 3), keepdims=True)
 
 
 @dataclass(frozen=True)
@@ -126,8 +132,19 @@ def padded_rows(keep, call: AttentionCall, keras_fused: bool):
     other path (then not a pad here: a zero row already; uniform there too before 3.10)."""
     if keep is None or not call.masked:
         return None
-    pads = padded_key_rows(keep) if call.self_attention else None
+    return row_pads(keep, padded_key_rows(keep) if call.self_attention else None, keras_fused)
+
+
+def row_pads(keep, key_pads, keras_fused: bool, inside=None):
+    """The padded rows `(b, 1 or h, rows, 1)` (None: none) among the query rows of `keep`
+    `(b, 1 or h, rows, k)`, the whole call's or a block's: `key_pads`, the rows at padded keys'
+    positions (self-attention; None: none), and the rows with no key left where Keras' layer
+    makes them uniform (`keras_fused`, or before Keras 3.10); where not, such a row is 0 and no
+    pad. Rows not `inside` (boolean, broadcast to the rows; None: all are) are no pad."""
     empty = fully_masked_rows(keep)
+    if inside is not None:
+        empty = ops.logical_and(empty, inside)
+        key_pads = None if key_pads is None else ops.logical_and(key_pads, inside)
     if keras_fused or not keras_compat.SOFTMAX_ZEROES_EMPTY_ROWS:  # Keras' layer: a uniform row
-        return empty if pads is None else ops.logical_or(pads, empty)
-    return None if pads is None else ops.logical_and(pads, ops.logical_not(empty))
+        return empty if key_pads is None else ops.logical_or(key_pads, empty)
+    return None if key_pads is None else ops.logical_and(key_pads, ops.logical_not(empty))
