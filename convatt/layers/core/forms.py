@@ -80,9 +80,11 @@ class AttentionForms:
     anchored: bool
 
     def compile_core(self) -> bool:
-        """Whether the modified attention core of a call is compiled by XLA on its own (an "XLA
-        island" inside a TensorFlow program that runs without XLA). No form does yet: the
-        decision belongs here, with the other checks of the compilation, when it comes."""
+        """Whether `MultiHeadAttention._compute_attention` runs its modified core as an XLA program
+        of its own (an "XLA island", `tf.function(jit_compile=True)`, inside a TensorFlow program
+        that runs without XLA). No form does yet (always False): the decision (TensorFlow,
+        `not compiled_by_xla()`) belongs here, beside the other checks of the compilation. The
+        island's trace would then resolve `drop_in_forms()` inside XLA, and take XLA's forms."""
         return False
 
 
