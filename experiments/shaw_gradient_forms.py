@@ -20,20 +20,20 @@ from keras import ops
 
 from convatt.layers import MultiHeadAttention
 from convatt.layers import relative_position_representation as shaw
-from convatt.speed.attention_bench import _layer_step, _median_times
+from convatt.speed.attention_bench.steps import layer_step, median_times
 
 FORMS = {"custom gradient (CPU form)": False, "autodiff (accelerator form)": True}
 
 
 def steps(x, policy: str, causal: bool) -> dict:
     shape = dict(num_heads=4, key_dim=32, dtype=policy)
-    compiled = {"Keras' layer": _layer_step(keras.layers.MultiHeadAttention(**shape), x, causal)}
+    compiled = {"Keras' layer": layer_step(keras.layers.MultiHeadAttention(**shape), x, causal)}
     choose = shaw.on_accelerator
     try:
         for name, accelerator in FORMS.items():
             shaw.on_accelerator = lambda accelerator=accelerator: accelerator  # read when traced
             layer = MultiHeadAttention(**shape, relative_position_representation=16)
-            compiled[name] = _layer_step(layer, x, causal)
+            compiled[name] = layer_step(layer, x, causal)
     finally:
         shaw.on_accelerator = choose
     return compiled
@@ -47,7 +47,7 @@ def main() -> None:
     for policy in ("float32", "mixed_bfloat16"):
         for causal in (True, False):
             compiled = steps(x, policy, causal)
-            times = _median_times(compiled, repeats=20, warmup=3)
+            times = median_times(compiled, repeats=20, warmup=3)
             for name, seconds in times.items():
                 ratio, memory = seconds / times["Keras' layer"], compiled[name].temp_bytes / 2**20
                 mask = "causal" if causal else "bidirectional"
