@@ -115,6 +115,10 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     it runs). Every other modification takes any length, and the layer can be built
     with unknown lengths.
 
+    Compilation: under TensorFlow without XLA (Keras' default on a CPU, and eager calls) the
+    modified attention runs as an XLA program of its own (`convatt.layers._xla_island`); under
+    XLA or JAX the step is compiled whole already.
+
     Dtype policies: sublayers get this layer's policy; the scores, from
     `Q K^T` on, are float32 up to and including the softmax and the
     convolution when a modification is on (the attention is cast to the compute
