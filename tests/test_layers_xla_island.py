@@ -1,7 +1,8 @@
 """The modified attention as an XLA island where TensorFlow runs without XLA (Keras' default on a
 CPU): the same outputs and gradients as op by op and as under XLA (to float rounding), for every
 table row, causal and bidirectional, padded; the island taken exactly where it should be; the
-dropout's recomputation drawing the forward's mask; a `stateless_call` and an unknown length."""
+dropout's recomputation drawing the forward's mask; a `stateless_call` and an unknown length.
+The island is made in a traced graph only, so each test traces one (`tf.function`)."""
 
 from __future__ import annotations
 
@@ -88,17 +89,17 @@ def test_the_island_is_taken_without_xla_only_and_never_for_keras_own_attention(
     assert islands(_layer(temperature=True), jit_compile=False) == 0  # Keras' own attention
     assert islands(_layer(), jit_compile=False) == 0
     eager = _layer(relative_position_representation=2)
-    eager(X, X)
-    assert len(xla_island._ISLANDS[eager]) == 1
+    eager(X, X)  # an eager call compiles nothing
+    assert eager not in xla_island._ISLANDS
+    assert islands(eager, jit_compile=False) == 1
 
 
 def test_the_island_is_never_taken_under_jax_nor_in_a_symbolic_call():
     layer = _layer(attention_conv="2d")
     keras.Model(inputs := keras.Input((None, D)), layer(inputs, inputs))  # a symbolic call
     assert layer not in xla_island._ISLANDS
-    if not TENSORFLOW:
-        layer(X, X)
-        assert layer not in xla_island._ISLANDS
+    layer(X, X)  # under JAX, and an eager call under TensorFlow
+    assert layer not in xla_island._ISLANDS
 
 
 @pytest.mark.skipif(not TENSORFLOW, reason="the island is TensorFlow's")
@@ -137,11 +138,15 @@ def test_the_recomputed_backward_drops_what_the_forward_dropped():
 
 @pytest.mark.skipif(not TENSORFLOW, reason="the island is TensorFlow's")
 def test_a_stateless_call_reads_the_given_weights_not_the_layer_s():
+    import tensorflow as tf
+
     layer = _layer(attention_conv="2d")
     zeros = [ops.zeros_like(v) for v in layer.trainable_variables]
-    output, _ = layer.stateless_call(zeros, [v.value for v in layer.non_trainable_variables], X, X)
-    np.testing.assert_allclose(ops.convert_to_numpy(output), 0.0, atol=1e-6)  # every projection 0
-    assert np.abs(ops.convert_to_numpy(layer(X, X))).max() > 1e-3
+    non_trainable = [v.value for v in layer.non_trainable_variables]
+    stateless = tf.function(lambda x: layer.stateless_call(zeros, non_trainable, x, x)[0])
+    np.testing.assert_allclose(ops.convert_to_numpy(stateless(X)), 0.0, atol=1e-6)  # every projection 0
+    assert np.abs(ops.convert_to_numpy(tf.function(lambda x: layer(x, x))(X))).max() > 1e-3
+    assert len(xla_island._ISLANDS[layer]) == 1  # the call's island; the stateless call made none
 
 
 @pytest.mark.skipif(not TENSORFLOW, reason="TensorFlow's graphs are the ones of unknown length")

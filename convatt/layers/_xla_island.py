@@ -5,9 +5,9 @@ its default, "auto", leaves XLA off on a CPU): every op then runs alone, and the
 modifications' many small ops (a convolution's shifted rows, Shaw's skews, the heads' mix)
 each write and read a whole attention matrix. `MultiHeadAttention` then runs its modified
 core, from the projections to the product with the values, as a `tf.function(jit_compile=True)`
-of its own: an XLA island inside TensorFlow's graph (or an eager call), with the forms XLA
-runs fast. Keras' own attention, JAX (always XLA) and a step XLA already compiles are left
-as they are.
+of its own: an XLA island inside TensorFlow's graph, with the forms XLA runs fast (an eager
+call runs op by op, as before: it would compile a program for each new layer and shape).
+Keras' own attention, JAX (always XLA) and a step XLA already compiles are left as they are.
 
 The island's gradient is a second XLA program that computes the forward again and
 differentiates it: TensorFlow's own gradient of a compiled function would have the forward
@@ -35,12 +35,18 @@ tracks a layer's attributes, and an island holding the layer would keep it alive
 
 
 def island_wanted(training) -> bool:
-    """Whether the core traced now should be an XLA island: TensorFlow, outside any XLA
-    program, with real variables (not a symbolic trace or a stateless call, where the
-    variables' values are tensors of the caller's trace), `training` a Python value."""
+    """Whether the core traced now should be an XLA island: TensorFlow tracing a graph
+    (`fit`, `predict`, a `tf.function`; not an eager call, which would compile a program for
+    each new layer and shape it meets, once) outside any XLA program, with real variables
+    (not a symbolic trace or a stateless call, where the variables' values are tensors of the
+    caller's trace), `training` a Python value."""
     if keras.backend.backend() != "tensorflow" or compiled_by_xla():
         return False
-    return (training is None or isinstance(training, bool)) and not keras_compat.in_symbolic_or_stateless_scope()
+    import tensorflow as tf  # the backend's own question: is a graph being traced
+
+    if tf.executing_eagerly() or keras_compat.in_symbolic_or_stateless_scope():
+        return False
+    return training is None or isinstance(training, bool)
 
 
 def run_as_island(core: Callable, flags: tuple, tensors: tuple, seed_state=None):

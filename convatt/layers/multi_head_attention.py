@@ -115,7 +115,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     it runs). Every other modification takes any length, and the layer can be built
     with unknown lengths.
 
-    Compilation: under TensorFlow without XLA (Keras' default on a CPU, and eager calls) the
+    Compilation: in a TensorFlow graph without XLA (`fit` under Keras' default on a CPU) the
     modified attention runs as an XLA program of its own (`convatt.layers._xla_island`); under
     XLA or JAX the step is compiled whole already.
 
