@@ -140,6 +140,8 @@ JAX          ?=
 HUB          ?= $(call floor,keras-hub)
 # test-compat's venv, one per combination of versions; e.g. COMPAT_VENV=/scratch/venv-keras38
 COMPAT_VENV  ?= .venv-compat/keras$(COMPAT_KERAS)-tf$(COMPAT_TF)-jax$(COMPAT_JAX)$(if $(HUB),-hub$(HUB))
+# test-compat: floor (the compatibility file, KerasHub's blocks, the README example: CI's) or all (every layer test file); e.g. COMPAT_SCOPE=all
+COMPAT_SCOPE ?= floor
 # runs at once, the same as make -j JOBS; e.g. JOBS=2
 JOBS         ?=
 # slurm: submit the grid's unfinished runs as one Slurm job array instead of running them here; e.g. SUBMIT=slurm
@@ -472,7 +474,6 @@ COMPAT_PINS  := keras==$(COMPAT_KERAS) tensorflow==$(COMPAT_TF) jax[cpu]==$(COMP
 # slow tier too: one epoch of the tagger and the char LM), KerasHub's blocks and the README's layer
 # example, then under JAX the compatibility file and the README's example; COMPAT_SCOPE=all: every
 # layer test file and docs/layers.md's examples under TensorFlow
-COMPAT_SCOPE ?= floor
 COMPAT_TF_TESTS = $(if $(filter all,$(COMPAT_SCOPE)),$(LAYER_TESTS:tests/%=%),test_layers_keras_compat.py test_layers_keras_hub.py)
 COMPAT_TF_SLOW  = test_layers_keras_compat.py $(if $(filter all,$(COMPAT_SCOPE)),test_layers_docs.py)
 COMPAT_PYTEST = cd $(CURDIR)/tests && $(COMPAT_BIN)/python -m pytest -q --durations=15 -p no:cacheprovider $(PYTEST_PARALLEL)
