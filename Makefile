@@ -140,6 +140,8 @@ JAX          ?=
 HUB          ?= $(call floor,keras-hub)
 # test-compat's venv, one per combination of versions; e.g. COMPAT_VENV=/scratch/venv-keras38
 COMPAT_VENV  ?= .venv-compat/keras$(COMPAT_KERAS)-tf$(COMPAT_TF)-jax$(COMPAT_JAX)$(if $(HUB),-hub$(HUB))
+# test-compat: floor (the compatibility file, KerasHub's blocks, the README example: CI's) or all (every layer test file); e.g. COMPAT_SCOPE=all
+COMPAT_SCOPE ?= floor
 # runs at once, the same as make -j JOBS; e.g. JOBS=2
 JOBS         ?=
 # slurm: submit the grid's unfinished runs as one Slurm job array instead of running them here; e.g. SUBMIT=slurm
@@ -468,9 +470,12 @@ COMPAT_TF    := $(or $(TF),$(call floor,tensorflow))
 COMPAT_JAX   := $(or $(JAX),$(call floor,jax))
 COMPAT_BIN   = $(abspath $(COMPAT_VENV))/bin
 COMPAT_PINS  := keras==$(COMPAT_KERAS) tensorflow==$(COMPAT_TF) jax[cpu]==$(COMPAT_JAX) $(if $(HUB),keras-hub==$(HUB))
-# the layer tests at the floor: every layer test file under TensorFlow (the slow tier of the
-# compatibility file too: one epoch of the tagger and the char LM), then under JAX the compatibility
-# file and the README's layer examples
+# the layer tests at the floor (COMPAT_SCOPE=floor, CI's): under TensorFlow the compatibility file (its
+# slow tier too: one epoch of the tagger and the char LM), KerasHub's blocks and the README's layer
+# example, then under JAX the compatibility file and the README's example; COMPAT_SCOPE=all: every
+# layer test file and docs/layers.md's examples under TensorFlow
+COMPAT_TF_TESTS = $(if $(filter all,$(COMPAT_SCOPE)),$(LAYER_TESTS:tests/%=%),test_layers_keras_compat.py test_layers_keras_hub.py)
+COMPAT_TF_SLOW  = test_layers_keras_compat.py $(if $(filter all,$(COMPAT_SCOPE)),test_layers_docs.py)
 COMPAT_PYTEST = cd $(CURDIR)/tests && $(COMPAT_BIN)/python -m pytest -q --durations=15 -p no:cacheprovider $(PYTEST_PARALLEL)
 .PHONY: test-compat
 test-compat:
@@ -481,7 +486,7 @@ test-compat:
 	@echo "---- test-compat: $$($(COMPAT_BIN)/python -c 'import keras, tensorflow, jax; print("Keras", keras.version(), "TensorFlow", tensorflow.__version__, "JAX", jax.__version__)')"
 	@failed=""; \
 	part() { name=$$1; shift; echo "---- test-compat, $$name"; "$$@" || failed="$$failed, $$name"; }; \
-	part "TensorFlow layers" bash -c 'export KERAS_BACKEND=tensorflow; $(COMPAT_PYTEST) -m "not slow" $(LAYER_TESTS:tests/%=%) test_readme.py::test_readme_python_examples_run && $(COMPAT_PYTEST) -m slow test_layers_keras_compat.py test_layers_docs.py'; \
+	part "TensorFlow layers" bash -c 'export KERAS_BACKEND=tensorflow; $(COMPAT_PYTEST) -m "not slow" $(COMPAT_TF_TESTS) test_readme.py::test_readme_python_examples_run && $(COMPAT_PYTEST) -m slow $(COMPAT_TF_SLOW)'; \
 	part "JAX" bash -c 'export KERAS_BACKEND=jax; $(COMPAT_PYTEST) test_layers_keras_compat.py test_readme.py::test_readme_python_examples_run'; \
 	if [ -n "$$failed" ]; then echo "make test-compat: FAILED: $${failed#, }"; exit 1; fi; \
 	echo "make test-compat: both parts passed ($(COMPAT_VENV))"

@@ -27,7 +27,7 @@ from convatt.layers.attention_conv2d import (
     convolved_kernel_gradient,
     tapped_kernel_gradient,
 )
-from convatt.speed.attention_bench import CompiledStep, _median_times
+from convatt.speed.attention_bench.steps import CompiledStep, median_times
 
 KERNELS = {"+Conv2d (3x3)": (3, 3, False), "MTA (2x9, causal rows)": (2, 9, True)}
 
@@ -72,7 +72,7 @@ def main() -> None:
             value = np.asarray(forms[form](x, upstream, *offsets))
             np.testing.assert_allclose(value, reference, rtol=1e-3, atol=1e-2 * np.sqrt(x.size), err_msg=form)
         steps = {form: compiled_step(function, x, upstream, offsets) for form, function in forms.items()}
-        seconds = _median_times(steps, args.repeats, warmup=1)
+        seconds = median_times(steps, args.repeats, warmup=1)
         for form, time in seconds.items():
             print(f"{name:24s} {form:10s} {1000 * time:9.3f} ms  {time / seconds['one tap']:6.2f}x one tap", flush=True)
 

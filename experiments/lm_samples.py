@@ -69,7 +69,8 @@ def prompts_from_test_text(run: Path, count: int, words: int) -> list[str]:
     import json
 
     from convatt.data.ud import read_ud
-    from convatt.rundir.schema import VOCAB_FILE, RunConfig
+    from convatt.rundir.run_config import RunConfig
+    from convatt.rundir.schema import VOCAB_FILE
 
     config = RunConfig.load(run)
     seen = set(json.loads((run / VOCAB_FILE).read_text(encoding="utf-8"))["symbols"])
@@ -88,7 +89,7 @@ def run_samples(run: Path, prompts: list[str], length: int) -> list[Sample]:
     """Each prompt's greedy continuation by the run's model, cached and by the whole prefix."""
     from convatt.inference.generation import CausalSteps, Sampling, check_request, generate
     from convatt.inference.loading import load_model
-    from convatt.rundir.schema import RunResult
+    from convatt.rundir.run_result import RunResult
 
     result, steps, greedy = RunResult.load(run), CausalSteps(load_model(run)), Sampling(greedy=True)
     run_fields = (result.variant, result.seed, result.source_commit, result.test["bits_per_symbol"])

@@ -21,19 +21,19 @@ from keras import ops
 
 from convatt.layers import MultiHeadAttention
 from convatt.layers.core.forms import drop_in_forms
-from convatt.speed.attention_bench import _layer_step, _median_times
+from convatt.speed.attention_bench.steps import layer_step, median_times
 
 FORMS = {"custom gradient (CPU form)": False, "autodiff (accelerator form)": True}
 
 
 def steps(x, policy: str, causal: bool) -> dict:
     shape = dict(num_heads=4, key_dim=32, dtype=policy)
-    compiled = {"Keras' layer": _layer_step(keras.layers.MultiHeadAttention(**shape), x, causal)}
+    compiled = {"Keras' layer": layer_step(keras.layers.MultiHeadAttention(**shape), x, causal)}
     for name, accelerator in FORMS.items():
         layer = MultiHeadAttention(**shape, relative_position_representation=16)
         gradient = "autodiff" if accelerator else "transposed"  # the forms resolved when traced
         layer.choose_forms = lambda gradient=gradient: replace(drop_in_forms(), shaw_gradient=gradient)
-        compiled[name] = _layer_step(layer, x, causal)
+        compiled[name] = layer_step(layer, x, causal)
     return compiled
 
 
@@ -45,7 +45,7 @@ def main() -> None:
     for policy in ("float32", "mixed_bfloat16"):
         for causal in (True, False):
             compiled = steps(x, policy, causal)
-            times = _median_times(compiled, repeats=20, warmup=3)
+            times = median_times(compiled, repeats=20, warmup=3)
             for name, seconds in times.items():
                 ratio, memory = seconds / times["Keras' layer"], compiled[name].temp_bytes / 2**20
                 mask = "causal" if causal else "bidirectional"

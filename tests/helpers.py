@@ -39,7 +39,7 @@ TINY_SEEDS = (1, 2)
 
 
 def tiny_options(out: Path, variant: str = "san-pe-add", seed: int = 1, **changes):
-    from convatt.rundir.schema import RunConfig
+    from convatt.rundir.run_config import RunConfig
 
     base = dict(
         preset="ptb",

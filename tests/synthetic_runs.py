@@ -7,7 +7,9 @@ import csv
 from pathlib import Path
 
 from convatt.model.variants import VARIANTS
-from convatt.rundir.schema import CURVE_COLUMNS, HISTORY_COLUMNS, RunConfig, RunResult
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.run_result import RunResult
+from convatt.rundir.schema import CURVE_COLUMNS, HISTORY_COLUMNS
 
 
 def _write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:

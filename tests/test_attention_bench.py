@@ -13,23 +13,18 @@ import numpy as np
 import pytest
 
 from convatt.errors import ConvattError
-from convatt.speed import attention_bench
 from convatt.speed.attention_bench import (
     ATTENTION_CASES,
-    CORE,
-    KERAS,
-    KERAS_FLASH,
-    NO_XLA,
     QUICK_SETTINGS,
-    XLA,
     AttentionBenchmark,
     AttentionSettings,
     Measurement,
-    compilation,
     render_markdown,
     run_attention_benchmark,
     write_csv,
 )
+from convatt.speed.attention_bench import steps as bench_steps
+from convatt.speed.attention_bench.settings import CORE, KERAS, KERAS_FLASH, NO_XLA, XLA, compilation
 
 SETTINGS = dataclasses.replace(QUICK_SETTINGS, masks=("causal",))  # one length, one mask
 NAMES = [KERAS, CORE, *[case.name for case in ATTENTION_CASES]]  # every row, in the table's order
@@ -114,7 +109,7 @@ def test_cli_under_jax_writes_the_memory_of_every_modification(tmp_path):
 def test_a_mixed_policy_counts_matrices_in_its_compute_dtype_and_a_refused_flash_path_is_left_out(monkeypatch, capsys):
     """Asked for Keras' flash path where it cannot run (this CPU: neither backend has it here),
     the run goes on without that row and says why; the attention matrix is bfloat16's size."""
-    monkeypatch.setattr(attention_bench, "flash_possible", lambda settings: True)  # as if on a GPU
+    monkeypatch.setattr(bench_steps, "flash_possible", lambda settings: True)  # as if on a GPU
     settings = dataclasses.replace(
         SETTINGS, cases=("none", "conv2d"), dtype_policy="mixed_bfloat16", jit_compile=(True,)
     )
@@ -194,7 +189,7 @@ def test_keras_layer_by_backend_is_over_the_fastest_at_each_length_and_mask(tmp_
 
 @pytest.mark.slow  # a JAX and a TensorFlow process, each compiling Keras' layer
 def test_keras_layer_is_measured_under_each_backend_in_a_process_of_its_own():
-    from convatt.speed.cross_backend import measure_backends
+    from convatt.speed.attention_bench.cross_backend import measure_backends
 
     settings = dataclasses.replace(SETTINGS, cases=("none",))
     lines = []
@@ -214,8 +209,8 @@ def test_a_step_out_of_memory_is_a_cell_not_the_end_of_the_run(capsys):
     def lacks_memory():
         raise ResourceExhaustedError("Out of memory while trying to allocate 10.01GiB.")
 
-    steps = {KERAS: attention_bench.CompiledStep(lambda: None), "none": attention_bench.CompiledStep(lacks_memory)}
-    medians = attention_bench._median_times(steps, repeats=2, warmup=0)
+    steps = {KERAS: bench_steps.CompiledStep(lambda: None), "none": bench_steps.CompiledStep(lacks_memory)}
+    medians = bench_steps.median_times(steps, repeats=2, warmup=0)
     assert np.isnan(medians["none"]) and medians[KERAS] >= 0
     assert "none: out of memory (Out of memory while trying to allocate 10.01GiB.)" in capsys.readouterr().err
     result = AttentionBenchmark(dataclasses.replace(SETTINGS, cases=("none",)), "tensorflow", "cpu (test)")
@@ -223,16 +218,16 @@ def test_a_step_out_of_memory_is_a_cell_not_the_end_of_the_run(capsys):
         result.measurements.append(Measurement(name, 16, "causal", seconds, None, None, XLA))
         result.measurements.append(Measurement(name, 16, "causal", seconds, None, None, NO_XLA))
     assert "\n| none | out of memory |" in render_markdown(result)
-    steps["none"] = attention_bench.CompiledStep(lambda: 1 / 0)
+    steps["none"] = bench_steps.CompiledStep(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
-        attention_bench._median_times(steps, repeats=1, warmup=0)
+        bench_steps.median_times(steps, repeats=1, warmup=0)
 
 
 def test_a_step_out_of_memory_when_compiled_is_one_too():
     def lacks_memory():
         raise MemoryError("no room for the step")
 
-    step = attention_bench._unless_out_of_memory(lacks_memory)
-    assert np.isnan(attention_bench._median_times({"none": step}, repeats=1, warmup=0)["none"])
+    step = bench_steps.unless_out_of_memory(lacks_memory)
+    assert np.isnan(bench_steps.median_times({"none": step}, repeats=1, warmup=0)["none"])
     with pytest.raises(ZeroDivisionError):
-        attention_bench._unless_out_of_memory(lambda: 1 / 0)
+        bench_steps.unless_out_of_memory(lambda: 1 / 0)

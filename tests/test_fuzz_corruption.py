@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from convatt.data import EMBEDDED_DATA_DIR, Vocab, Vocabularies, load_word_vectors, read_conllu, read_mrg
 from convatt.errors import ConvattError
-from convatt.rundir.schema import RunConfig, RunResult
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.run_result import RunResult
 from convatt.rundir.storage import read_json
 from convatt.training.trainer import TrainState
 

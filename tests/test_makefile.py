@@ -363,6 +363,17 @@ def test_make_test_compat_pins_the_floors_of_setup_cfg(tmp_path):
     assert "keras==3.10.0 tensorflow==2.19.1 jax[cpu]==0.6.2" in chosen and "keras3.10.0-tf2.19.1-jax0.6.2" in chosen
 
 
+def test_make_test_compat_runs_the_compatibility_file_at_the_floor_and_every_layer_file_when_asked(tmp_path):
+    """CI's scope (the default): the compatibility and KerasHub files, not the whole layer suite;
+    COMPAT_SCOPE=all: every layer test file and docs/layers.md's examples."""
+    floor = make("test-compat", tmp=tmp_path).stdout
+    everything = make("test-compat", "COMPAT_SCOPE=all", tmp=tmp_path).stdout
+    layer_files = sorted(p.name for p in (ROOT / "tests").glob("test_layers_*.py"))
+    assert "test_layers_keras_compat.py" in floor and "test_layers_keras_hub.py" in floor
+    assert "test_layers_multi_head_attention.py" not in floor and "test_layers_docs.py" not in floor
+    assert all(name in everything for name in layer_files), everything
+
+
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "reference").is_dir(), reason="needs ../shared")
 def test_reference_tables_are_the_shared_ones():
     shared = sorted((ROOT.parent / "shared" / "reference").glob("paper_*.csv"))

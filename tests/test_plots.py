@@ -16,6 +16,7 @@ from synthetic_runs import write_run
 from convatt.model.variants import PAPER_VARIANTS, VARIANTS
 from convatt.results import frames as run_table
 from convatt.results import plots, style
+from convatt.results.curves import aggregate
 
 REFERENCE = Path(__file__).resolve().parent.parent / "convatt" / "embedded" / "paper"
 
@@ -72,19 +73,19 @@ def test_band_is_min_max_std_or_t_interval_over_seeds(tiny_runs):
     histories = run_table.load_histories(tiny_runs)
     part = histories[histories["variant"] == "san-pe-add"]
     per_seed = seed_values(tiny_runs, "san-pe-add", "history.csv", "epoch")
-    minmax = plots.aggregate(part, "epoch", band="minmax").set_index("epoch")
+    minmax = aggregate(part, "epoch", band="minmax").set_index("epoch")
     np.testing.assert_allclose(minmax["lo"], per_seed.min(axis=1))
     np.testing.assert_allclose(minmax["hi"], per_seed.max(axis=1))
-    std = plots.aggregate(part, "epoch", band="std").set_index("epoch")
+    std = aggregate(part, "epoch", band="std").set_index("epoch")
     np.testing.assert_allclose(std["hi"] - std["mean"], np.std(per_seed.to_numpy(), axis=1))
-    ci = plots.aggregate(part, "epoch", band="ci").set_index("epoch")
+    ci = aggregate(part, "epoch", band="ci").set_index("epoch")
     for epoch, values in per_seed.iterrows():  # two seeds: the 95% t-interval of their mean, within 0-100%
         lo, hi = scipy.stats.t.interval(
             0.95, len(values) - 1, loc=values.mean(), scale=values.std(ddof=1) / np.sqrt(len(values))
         )
         np.testing.assert_allclose([ci.loc[epoch, "lo"], ci.loc[epoch, "hi"]], np.clip([lo, hi], 0, 100))
     with pytest.raises(Exception, match="unknown band"):
-        plots.aggregate(part, "epoch", band="iqr")
+        aggregate(part, "epoch", band="iqr")
 
 
 def test_figure2_ptb_left_ud_right(tiny_runs):

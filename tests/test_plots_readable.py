@@ -25,6 +25,7 @@ from synthetic_runs import write_run
 
 from convatt.model.variants import PAPER_VARIANTS, VARIANTS
 from convatt.results import frames, plots
+from convatt.results.curves import aggregate
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "convatt" / "embedded" / "paper"
@@ -166,7 +167,7 @@ def test_three_seeds_keep_the_t_interval_within_0_to_100(tmp_path):
     records = frames.load_records(smoke_grid(tmp_path, ["san-pe-add"], seeds=seeds))
     fig = plots.plot_epochs(records.histories, "ptb")
     assert "95% t-interval of the mean over seeds" in fig.get_suptitle() and "too few" not in fig.get_suptitle()
-    band = plots.aggregate(records.histories, "epoch").set_index("epoch")
+    band = aggregate(records.histories, "epoch").set_index("epoch")
     for epoch in (1, 2):
         values = [100 * c[epoch - 1] for c in seeds.values()]
         low, high = scipy.stats.t.interval(0.95, 2, loc=np.mean(values), scale=scipy.stats.sem(values))

@@ -15,7 +15,8 @@ from convatt.errors import ConvattError
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import make_config
 from convatt.protocol import DEFAULT_PROTOCOL, TrainingProtocol
-from convatt.rundir.schema import COMPUTATION, COMPUTATION_BEFORE_SPARSE_FIX, DeparturesFromPaper, RunConfig
+from convatt.rundir.run_config import DeparturesFromPaper, RunConfig
+from convatt.rundir.schema import COMPUTATION, COMPUTATION_BEFORE_SPARSE_FIX
 
 
 def test_named_protocols_and_labels():

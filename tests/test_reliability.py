@@ -21,7 +21,7 @@ from helpers import PTB_SAMPLE_FILES, tiny_command, tiny_options, train_stopped_
 from convatt.errors import ConvattError
 from convatt.inference.evaluation import evaluate_run
 from convatt.rundir.modelfiles import check_weights_file
-from convatt.rundir.schema import RunConfig
+from convatt.rundir.run_config import RunConfig
 from convatt.training.trainer import train_run
 
 QUIET = lambda line: None

@@ -14,6 +14,7 @@ from scipy import stats
 from synthetic_runs import write_run
 
 from convatt.results import significance as sig
+from convatt.results import significance_tables as sig_tables
 from convatt.results import tables
 from convatt.results.frames import load_runs
 from convatt.results.stats import seed_bands, t_interval
@@ -79,7 +80,7 @@ def test_a_difference_of_zero_is_not_shown(comparisons):
     assert row["p_permutation"] > 0.9  # the observed difference is 0: every resample is at least as large
     # The same three accuracies on both sides: a violation ratio of exactly 0.5, and no order shown.
     assert row["aso_ratio"] == 0.5 and row["aso_epsilon"] >= 0.5
-    assert sig.reading(row) == "no difference shown (CI covers 0)"
+    assert sig_tables.reading(row) == "no difference shown (CI covers 0)"
 
 
 def test_a_clear_difference_is_shown(comparisons, runs):
@@ -90,7 +91,7 @@ def test_a_clear_difference_is_shown(comparisons, runs):
     assert 9 < row["diff"] < 11 and 0 < row["ci_low"] < row["diff"] < row["ci_high"]
     assert row["p_permutation"] < 0.001
     assert row["aso_epsilon"] < 0.05 and row["aso_ratio"] == 0
-    assert sig.reading(row) == "higher (CI above 0)"
+    assert sig_tables.reading(row) == "higher (CI above 0)"
 
 
 def test_too_few_seeds_and_no_sentence_scores_say_so(comparisons, runs):
@@ -98,7 +99,7 @@ def test_too_few_seeds_and_no_sentence_scores_say_so(comparisons, runs):
     assert row["diff"] == pytest.approx(1.0)  # from result.json: +1 point on both seeds
     assert math.isnan(row["ci_low"]) and row["bootstrap_note"] == sig.NO_SENTENCES
     assert math.isnan(row["aso_epsilon"]) and row["aso_note"].startswith(sig.TOO_FEW_SEEDS)
-    md = sig.comparison_markdown(comparisons.reset_index(), "t")
+    md = sig_tables.comparison_markdown(comparisons.reset_index(), "t")
     assert "convatt evaluate RUN --sentences" in md and "too few seeds (ASO needs 3 of each)" in md
     one_seed = sig.equivalence_frame(runs[(runs["corpus"] == "Few") & (runs["seed"] == 0)])
     assert set(one_seed["verdict"]) == {"too few seeds (1)"}
@@ -115,7 +116,7 @@ def test_wilcoxon_on_a_textbook_example():
     assert row["p_wilcoxon"] == pytest.approx(0.04126, abs=5e-5)
     few = sig.across_treebanks_frame(frame.iloc[:5]).iloc[0]
     assert math.isnan(few["p_wilcoxon"]) and few["note"] == "too few treebanks (5; the test needs 6)"
-    assert "too few treebanks" in sig.across_markdown(sig.across_treebanks_frame(frame.iloc[:5]), "t")
+    assert "too few treebanks" in sig_tables.across_markdown(sig.across_treebanks_frame(frame.iloc[:5]), "t")
 
 
 def test_tost_equivalent_and_not_shown(tmp_path):

@@ -283,7 +283,7 @@ def test_a_signal_leaves_a_resumable_directory(tmp_path):
 
 @pytest.mark.slow  # a run of its own; the policies' training step: tests/test_model.py
 def test_a_mixed_bfloat16_run_trains_and_is_recorded(tmp_path):
-    from convatt.rundir.schema import RunConfig
+    from convatt.rundir.run_config import RunConfig
 
     options = tiny_options(tmp_path / "run", epochs=1, limit=32, precision="mixed_bfloat16")
     result = train_run(options, log=lambda s: None)

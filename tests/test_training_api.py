@@ -11,7 +11,7 @@ from helpers import LINES
 
 import convatt
 from convatt.errors import ConvattError
-from convatt.rundir.schema import RunResult
+from convatt.rundir.run_result import RunResult
 
 
 class Temperatures(keras.callbacks.Callback):

@@ -187,14 +187,22 @@ def add_command(sub) -> None:
     p.set_defaults(func=cmd_bench)
 
 
+def _switch_group(p, flag: str, description: str, help: str):
+    """An argument group named after `flag`, holding that flag as its on/off switch first."""
+    g = p.add_argument_group(flag, description)
+    g.add_argument(flag, action="store_true", help=help)
+    return g
+
+
 def _add_blocked_options(p) -> None:
-    g = p.add_argument_group(
+    g = _switch_group(
+        p,
         "--blocked",
         "one training step of one layer at long context: convatt's MultiHeadAttention in blocks of queries "
         "(query_block) against the whole matrix and Keras' layer, planned memory (JAX) and time; "
         "--lengths, --cases and --repeats apply",
+        help="benchmark the blocked attention",
     )
-    g.add_argument("--blocked", action="store_true", help="benchmark the blocked attention")
     g.add_argument(
         "--block",
         type=lambda text: text if text == "auto" else int(text),
@@ -226,13 +234,14 @@ def _add_forms_options(p) -> None:
 
 
 def _add_attention_options(p) -> None:
-    g = p.add_argument_group(
+    g = _switch_group(
+        p,
         "--attention",
         "forward + backward time of convatt's MultiHeadAttention with each modification against Keras' "
         "MultiHeadAttention (ratios, one process), and peak memory under JAX (the compiled step's memory "
         "analysis); a Markdown table",
+        help="benchmark the attention layer instead of the tagger",
     )
-    g.add_argument("--attention", action="store_true", help="benchmark the attention layer instead of the tagger")
     g.add_argument("--lengths", type=int, nargs="+", help="sequence lengths (default: 64 128 256 512 1024)")
     g.add_argument(
         "--masks", nargs="+", choices=("causal", "bidirectional"), help="the masks (default: causal bidirectional)"

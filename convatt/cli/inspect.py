@@ -6,7 +6,7 @@ from pathlib import Path
 
 from convatt.cli._common import check_out_dir, load_backend
 from convatt.errors import ConvattError
-from convatt.rundir.schema import check_at_least
+from convatt.rundir.run_config import check_at_least
 
 
 def cmd_inspect(args) -> None:

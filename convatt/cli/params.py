@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from convatt.cli._common import load_backend
-from convatt.rundir.schema import check_at_least
+from convatt.rundir.run_config import check_at_least
 
 
 def cmd_params(args) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from convatt.cli._common import load_backend, precisions
-from convatt.rundir.schema import option_default
+from convatt.rundir.run_config import option_default
 
 
 def cmd_train(args) -> None:

@@ -19,7 +19,8 @@ import numpy as np
 from convatt.data.formats import data_format
 from convatt.errors import ConvattError
 from convatt.inference.loading import check_run_dir
-from convatt.rundir.schema import VOCAB_FILE, RunConfig
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.schema import VOCAB_FILE
 
 FIRST_SYMBOL = 2  # ids 0 and 1 are PAD and OOV: never generated
 

@@ -16,7 +16,8 @@ from convatt.data.formats import data_format
 from convatt.errors import ConvattError
 from convatt.model.variants import TaggerConfig
 from convatt.rundir.modelfiles import load_keras_model
-from convatt.rundir.schema import CONFIG_FILE, MODEL_FILE, TRAINED_RUN_FILES, VOCAB_FILE, RunConfig
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.schema import CONFIG_FILE, MODEL_FILE, TRAINED_RUN_FILES, VOCAB_FILE
 
 
 def check_run_dir(run: str | os.PathLike) -> Path:

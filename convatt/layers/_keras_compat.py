@@ -23,6 +23,8 @@ Read:
   graph `Sequential._functional`; `Layer._flatten_layers`. The same on every supported version.
 - `MultiHeadAttention._kernel_initializer` / `_bias_initializer` and a layer's tracker list
   `Layer._layers` (KerasHub's blocks with convatt's attention in place of Keras'): on every version.
+- `keras.src.backend.common`'s `in_stateless_scope` / `in_symbolic_scope`: whether a call traces
+  shapes only (`compute_output_spec`) or reads variables from a `StatelessScope`; on every version.
 - `keras.remat` (public, Keras 3.9+): before it, the backend's function that Keras' wraps (`remat`).
 Overridden: `_compute_attention` (the modifications) and `_compute_causal_mask` (convatt's one
 causal helper; the same `(1, q, k)` lower triangle on every version).
@@ -36,6 +38,8 @@ from typing import Any
 
 import keras
 from keras.src.backend import get_keras_mask, set_keras_mask
+from keras.src.backend.common.stateless_scope import in_stateless_scope
+from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 from packaging.version import Version
 
 from convatt.layers.core.forms import backend_remat
@@ -107,6 +111,12 @@ def gate_dense(layer):
 def sliding_window(layer) -> int | None:
     """The layer's sliding window (Keras 3.15+; before: none)."""
     return getattr(layer, "_sliding_window", None)
+
+
+def in_symbolic_or_stateless_scope() -> bool:
+    """Whether the code traced now computes shapes only (Keras' `compute_output_spec`) or reads
+    the variables' values from a `StatelessScope` (`stateless_call`): tensors of the caller's trace."""
+    return in_symbolic_scope() or in_stateless_scope()
 
 
 def remat(function):

@@ -1,6 +1,6 @@
 """The tables' rendering: percent cells, Markdown tables and notes, and `Table`.
 
-Numbers are computed first, as data frames (`convatt.results.tables`, `convatt.results.efficiency`);
+Numbers are computed first, as data frames (`convatt.results.table_frames`, `convatt.results.efficiency`);
 this module only turns them into text.
 """
 

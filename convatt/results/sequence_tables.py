@@ -159,7 +159,7 @@ def charlm_table(runs: pd.DataFrame, baselines: pd.DataFrame | None = None, note
 def charlm_baselines(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Per corpus of the char LM runs, `ngram_baselines` of the text its first run read (the data
     and limit of its config.json, encoded as the trainer encodes it); notes: corpora without."""
-    from convatt.rundir.schema import RunConfig
+    from convatt.rundir.run_config import RunConfig
     from convatt.sequence.ngram import NGRAM_COLUMNS, ngram_baselines
     from convatt.training.sequence_trainer import prepare_sequences
 

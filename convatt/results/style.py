@@ -1,6 +1,6 @@
 """How every figure draws a variant: one colour per variant, the families of the grouped panels,
 and the line styles of settings and of runs still training. `make plots`, docs/results and
-the notebooks all draw through `convatt.results.plots`, which takes these from here.
+the notebooks all draw through `convatt.results.plots` (and `paper_marks`), which take these from here.
 
     COLORS[variant]     its colour, the same in every figure
     FAMILIES            the panels of a grouped figure (PTB), each with its reference variant

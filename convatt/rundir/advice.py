@@ -11,7 +11,8 @@ import shlex
 from pathlib import Path
 
 from convatt.errors import ConvattError
-from convatt.rundir.schema import CONFIG_FILE, RunConfig
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.schema import CONFIG_FILE
 
 # RunConfig fields without a `convatt train` option (set through the Python API only)
 _NO_OPTION = ("patience", "batch_size")

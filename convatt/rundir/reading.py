@@ -32,15 +32,9 @@ import pandas as pd
 
 from convatt.data.formats import FORMATS
 from convatt.errors import ConvattError
-from convatt.rundir.schema import (
-    CONFIG_FILE,
-    CURVE_FILE,
-    DEV_BITS_COLUMN,
-    HISTORY_FILE,
-    DeparturesFromPaper,
-    RunConfig,
-    RunResult,
-)
+from convatt.rundir.run_config import DeparturesFromPaper, RunConfig
+from convatt.rundir.run_result import RunResult
+from convatt.rundir.schema import CONFIG_FILE, CURVE_FILE, DEV_BITS_COLUMN, HISTORY_FILE
 
 # What the tables and plots read; older runs lack the batch-mean column.
 HISTORY_NUMBERS = ("epoch", "loss", "train_accuracy", "dev_accuracy", "seconds")

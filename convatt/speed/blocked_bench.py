@@ -1,7 +1,7 @@
 """`convatt bench --blocked`: the attention in blocks of queries (`query_block`) at long context.
 
 One training step of one self-attention layer (the loss `mean(output**2)`, its gradient with
-respect to the layer's weights; `convatt.speed.attention_bench`'s step) for each modification and
+respect to the layer's weights; `convatt.speed.attention_bench.steps`' step) for each modification and
 length, three ways: convatt's layer in blocks of `block` queries, convatt's layer on the whole
 matrix, Keras' `MultiHeadAttention`. Memory (JAX): the compiled step's memory analysis,
 `temp` bytes (what XLA plans beside the arguments and outputs), known without running the
@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import keras
 import numpy as np
 
-from convatt.speed.attention_bench import ATTENTION_CASES, CASE_KEYS, CompiledStep, _layer_step
+from convatt.speed.attention_bench.settings import ATTENTION_CASES, CASE_KEYS
+from convatt.speed.attention_bench.steps import CompiledStep, layer_step
 
 WAYS = ("blocked", "whole", "keras")
 """The three layers of each row: convatt's in blocks, convatt's on the whole matrix, Keras'."""
@@ -87,7 +88,7 @@ def measure(settings: BlockedSettings, case: str, length: int) -> BlockedRow:
     for way in WAYS:
         if way == "keras" and case != settings.cases[0]:
             continue  # Keras' layer is the same for every row: measured once per length
-        step = _layer_step(_layer(settings, way, options, length), x, settings.causal)
+        step = layer_step(_layer(settings, way, options, length), x, settings.causal)
         if step.temp_bytes is not None:
             row.temp_bytes[way] = step.temp_bytes
         if step.total_bytes is None or step.total_bytes <= settings.memory_limit:  # the weights too (+Conv's)

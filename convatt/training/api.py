@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from convatt.errors import ConvattError
-from convatt.rundir.schema import RunConfig, RunResult, option_default, preset_epochs
+from convatt.rundir.run_config import RunConfig, option_default, preset_epochs
+from convatt.rundir.run_result import RunResult
 
 JIT = {"auto": "auto", "on": True, "off": False, True: True, False: False}
 

@@ -32,7 +32,8 @@ import keras
 import numpy as np
 
 from convatt.errors import ConvattError
-from convatt.rundir.schema import CURVE_COLUMNS, CURVE_FILE, HISTORY_COLUMNS, HISTORY_FILE, RunConfig, columns_of
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.schema import CURVE_COLUMNS, CURVE_FILE, HISTORY_COLUMNS, HISTORY_FILE, columns_of
 from convatt.rundir.storage import write_csv
 from convatt.training import interrupt
 from convatt.training.checkpoints import Checkpoints

@@ -37,16 +37,9 @@ from convatt.model.variants import VARIANTS
 from convatt.protocol import TrainingProtocol
 from convatt.rundir import provenance
 from convatt.rundir.fingerprint import DataFingerprint
-from convatt.rundir.schema import (
-    CHECKPOINT_DIR,
-    CHECKPOINT_FILE,
-    CONFIG_FILE,
-    FINGERPRINT_KEY,
-    MODEL_FILE,
-    RUN_FILES,
-    RunConfig,
-    RunResult,
-)
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.run_result import RunResult
+from convatt.rundir.schema import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE, FINGERPRINT_KEY, MODEL_FILE, RUN_FILES
 from convatt.rundir.storage import read_json, remove_temporaries, write_atomically
 from convatt.training import callbacks as cb
 from convatt.training import interrupt, start_from

@@ -22,14 +22,9 @@ import numpy as np
 from convatt.data import corpus_files, load_corpus
 from convatt.data.formats import data_format
 from convatt.rundir.fingerprint import DataFingerprint
-from convatt.rundir.schema import (
-    DEV_SENTENCE_SCORES_FILE,
-    SENTENCE_SCORE_COLUMNS,
-    SENTENCE_SCORES_FILE,
-    VOCAB_FILE,
-    RunConfig,
-    RunResult,
-)
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.run_result import RunResult
+from convatt.rundir.schema import DEV_SENTENCE_SCORES_FILE, SENTENCE_SCORE_COLUMNS, SENTENCE_SCORES_FILE, VOCAB_FILE
 from convatt.rundir.storage import write_csv, write_json
 from convatt.sequence.config import make_sequence_config
 from convatt.sequence.data import SequenceSplit, encode_sequences, symbol_vocabulary

@@ -24,7 +24,9 @@ from pathlib import Path
 
 from convatt.errors import ConvattError
 from convatt.model.variants import VARIANTS, Variant
-from convatt.rundir.schema import CONFIG_FILE, FINGERPRINT_KEY, RESULT_FILE, VOCAB_FILE, RunConfig, RunResult
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.run_result import RunResult
+from convatt.rundir.schema import CONFIG_FILE, FINGERPRINT_KEY, RESULT_FILE, VOCAB_FILE
 from convatt.rundir.storage import read_json
 
 IDENTITY_STARTS = ("temperature", "attention_conv", "talking_heads", "position_interaction", "relative_bias", "shaw")

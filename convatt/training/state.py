@@ -12,7 +12,8 @@ from pathlib import Path
 
 from convatt.errors import ConvattError
 from convatt.protocol import TrainingProtocol
-from convatt.rundir.schema import DEV_BITS_COLUMN, RunConfig, check_types
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.schema import DEV_BITS_COLUMN, check_types
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,9 @@ from convatt.model.tagger import build_tagger
 from convatt.model.variants import TaggerConfig
 from convatt.protocol.metrics import batch_mean_accuracy, token_accuracy
 from convatt.rundir.fingerprint import DataFingerprint
-from convatt.rundir.schema import VOCAB_FILE, RunConfig, RunResult
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.run_result import RunResult
+from convatt.rundir.schema import VOCAB_FILE
 from convatt.rundir.storage import write_atomically
 from convatt.training.feed import Batch
 from convatt.training.loop import Trainer

@@ -6,7 +6,8 @@ patience 3 on dev accuracy over non-PAD tokens (the original's per-batch mean by
 default), then the best epoch's weights are restored and evaluated exactly on dev
 and test.
 
-Run directory (its JSON files typed in `convatt.rundir.schema`):
+Run directory (its file names in `convatt.rundir.schema`, its JSON files typed in
+`convatt.rundir.run_config` and `convatt.rundir.run_result`):
     config.json     the options of the run (`RunConfig`)
     vocab.json      the vocabularies (to re-evaluate the model)
     history.csv     one row per epoch (HISTORY_COLUMNS)
@@ -34,16 +35,9 @@ from convatt.data.formats import is_sequence_preset
 from convatt.errors import ConvattError
 from convatt.rundir.advice import saved_run_config
 from convatt.rundir.modelfiles import check_keras_file
-from convatt.rundir.schema import (
-    CHECKPOINT_DIR,
-    CONFIG_FILE,
-    LOCK_FILE,
-    MODEL_FILE,
-    RESULT_FILE,
-    RunConfig,
-    RunResult,
-    foreign_entries,
-)
+from convatt.rundir.run_config import RunConfig
+from convatt.rundir.run_result import RunResult
+from convatt.rundir.schema import CHECKPOINT_DIR, CONFIG_FILE, LOCK_FILE, MODEL_FILE, RESULT_FILE, foreign_entries
 from convatt.rundir.storage import check_writable_directory, os_error_reason, run_lock
 from convatt.training.callbacks import CURVE_COLUMNS, HISTORY_COLUMNS, Progress
 from convatt.training.checkpoints import Checkpoints

@@ -26,6 +26,8 @@ from typing import Literal
 
 import keras
 
+from convatt.layers import _keras_compat as keras_compat
+
 
 @dataclass(frozen=True)
 class AttentionForms:
@@ -78,14 +80,6 @@ class AttentionForms:
     conv2d_kernel_gradient: Literal["tapped", "row_summed", "convolved"] | None
     chunked_sums: bool
     anchored: bool
-
-    def compile_core(self) -> bool:
-        """Whether `MultiHeadAttention._compute_attention` runs its modified core as an XLA program
-        of its own (an "XLA island", `tf.function(jit_compile=True)`, inside a TensorFlow program
-        that runs without XLA). No form does yet (always False): the decision (TensorFlow,
-        `not compiled_by_xla()`) belongs here, beside the other checks of the compilation. The
-        island's trace would then resolve `drop_in_forms()` inside XLA, and take XLA's forms."""
-        return False
 
 
 PUBLISHED = AttentionForms(
@@ -156,6 +150,22 @@ def compiled_by_xla() -> bool:
     import tensorflow as tf  # the backend's own question: is an XLA context around this trace
 
     return tf.__internal__.get_enclosing_xla_context() is not None
+
+
+def compile_core(training) -> bool:
+    """Whether `MultiHeadAttention` runs its modified core as an XLA program of its own (an XLA
+    island, `convatt.layers.core.xla_island`): TensorFlow tracing a graph (`fit`, `predict`, a
+    `tf.function`; not an eager call, which would compile a program for each new layer and shape
+    it meets, once) outside any XLA program, with real variables (not a symbolic trace or a
+    stateless call, where the variables' values are tensors of the caller's trace), `training`
+    a Python value. The island's trace resolves `drop_in_forms` inside XLA: XLA's forms."""
+    if keras.backend.backend() != "tensorflow" or compiled_by_xla():
+        return False
+    import tensorflow as tf  # the backend's own question: is a graph being traced
+
+    if tf.executing_eagerly() or keras_compat.in_symbolic_or_stateless_scope():
+        return False
+    return training is None or isinstance(training, bool)
 
 
 def lengths_known_when_traced() -> bool:

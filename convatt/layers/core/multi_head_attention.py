@@ -10,9 +10,9 @@ from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._utils import batched_attention_mask, causal_keep, keep_mask
-from convatt.layers.core import attention_cache
+from convatt.layers.core import attention_cache, xla_island
 from convatt.layers.core.blocked_attention import block_size, blocked_attention, check_query_block, key_masks
-from convatt.layers.core.forms import drop_in_forms
+from convatt.layers.core.forms import compile_core, drop_in_forms
 from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS
 from convatt.layers.core.modified_attention import ModifiedAttention
 from convatt.layers.core.rows import AttentionCall, call_facts, padded_rows
@@ -76,6 +76,10 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     inside `predict` / `fit`; a TensorFlow graph traced for any length checks it when
     it runs). Every other modification takes any length, and the layer can be built
     with unknown lengths.
+
+    Compilation: in a TensorFlow graph without XLA (`fit` under Keras' default on a CPU) the
+    modified attention runs as an XLA program of its own (`convatt.layers.core.xla_island`); under
+    XLA or JAX the step is compiled whole already.
 
     Dtype policies: sublayers get this layer's policy; the scores, from
     `Q K^T` on, are float32 up to and including the softmax and the
@@ -360,17 +364,38 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         call: AttentionCall | None = None,
     ):
         """Keras' `_compute_attention` (its override point), with the modifications; `call`: what
-        `call` knows of it (the causal flag, self-attention, whether masks were given)."""
+        `call` knows of it (the causal flag, self-attention, whether masks were given). Where
+        TensorFlow runs without XLA the modified attention is one XLA program (`xla_island`)."""
         call = call or AttentionCall(bool(use_causal_mask))
-        query, key, value = self.projected(query, key, value)  # the temperature, if on
-        if call.blocks is not None:
-            return blocked_attention(self, query, key, value, call.blocks, call.block_size, training), None
-        # Keras < 3.15 has no fused causal kernel: its layer passes the causal mask, and so do we
+        flags = (training, return_attention_scores, use_causal_mask, call)
+        island = call.blocks is None and not self._keras_computes(call, attention_mask, return_attention_scores)
+        if island and compile_core(training):
+            query, key = self.checked_lengths(query, key)  # TensorFlow's check of an unknown length, outside XLA
+            dropout = keras_compat.dropout_layer(self)
+            seed = dropout.seed_generator.state if training and dropout.rate > 0 else None
+            tensors = (query, key, value, attention_mask)
+            return xla_island.run_as_island(self._attention_core, flags, tensors, seed)
+        return self._attention_core(query, key, value, attention_mask, *flags)
+
+    def _keras_computes(self, call: AttentionCall, attention_mask, return_attention_scores: bool) -> bool:
+        """Whether the call is Keras' own attention: no modification but the temperature, and a
+        mask Keras' path takes (none, or on Keras < 3.15, which has no fused causal kernel, the
+        causal mask alone), the attention not asked for where a modification is on."""
         causal_mask_only = call.causal and not call.masked and not keras_compat.FUSED_CAUSAL
         causal_mask_only = causal_mask_only and keras_compat.sliding_window(self) is None
         mask_is_keras = attention_mask is None or causal_mask_only
         keras_path = not self.modified or (mask_is_keras and not return_attention_scores)
-        if self._attention_is_keras and keras_path:
+        return self._attention_is_keras and keras_path
+
+    def _attention_core(
+        self, query, key, value, attention_mask, training, return_attention_scores: bool, use_causal_mask, call
+    ):
+        """`_compute_attention` from the projections on: the temperature, then Keras' attention,
+        the blocks of queries or the modified attention matrix, dropout and the product with the values."""
+        query, key, value = self.projected(query, key, value)  # the temperature, if on
+        if call.blocks is not None:
+            return blocked_attention(self, query, key, value, call.blocks, call.block_size, training), None
+        if self._keras_computes(call, attention_mask, return_attention_scores):
             return keras_compat.keras_attention(
                 self, query, key, value, attention_mask, training, return_attention_scores, use_causal_mask
             )  # fmt: skip
