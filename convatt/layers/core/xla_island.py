@@ -27,7 +27,6 @@ from collections.abc import Callable
 
 import keras
 
-
 _ISLANDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """layer -> {(flags, which inputs are given): its island}; not an attribute of the layer (Keras
 tracks a layer's attributes, and an island holding the layer would keep it alive)."""
