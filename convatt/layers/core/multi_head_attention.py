@@ -46,36 +46,21 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
     projection. With `temperature=True` a learnable scalar per head multiplies
     its queries, keys and values (the paper's §2.4, on the projections).
 
-    Causality: with `use_causal_mask=True` no output depends on a later token,
-    whatever the modifications: later keys are masked before and after the
-    softmax, the convolutions never read a masked entry (masked scores are 0
-    before a convolution of the scores, masked weights 0 in the attention it
-    convolves) and their query taps lie on past rows only (`i - k + 1 .. i`, a
-    causal kernel along the queries, as Multi-Token Attention's). Under any
-    lower-triangular `attention_mask` (a causal mask built by hand, e.g.
-    KerasHub's decoders) the convolutions keep their centred taps but drop those
-    on later rows; `conv_causal=True` aligns them on the past for every call.
-    In a decoder's cross-attention, where the queries are causal but the mask
-    is not, set `conv_causal=True`. Without a causal mask (the paper's
-    bidirectional setting) the computation is exactly the paper's.
+    Causality: with `use_causal_mask=True` no output depends on a later token, whatever the
+    modifications: later keys are masked before and after the softmax, the convolutions read
+    no masked entry and their query taps lie on past rows (`i - k + 1 .. i`). Under a
+    lower-triangular `attention_mask` built by hand the centred taps on later rows are
+    dropped; `conv_causal=True` aligns them on the past for every call (a decoder's
+    cross-attention). Without a causal mask the computation is exactly the paper's.
 
-    Masks and padding: every mask Keras' layer takes, as Keras takes it (a rank-2
-    `attention_mask` is refused, as Keras' layer fails on it), plus an explicit
-    `query_mask` (Keras 3.15's layer reads only the query's Keras mask). With a
-    modification on, padding never reaches a real position's output: pads are zero
-    rows and columns of what the convolutions read. A padded key is one masked for
-    every query (and head); in self-attention (`query is value`) its own query row is
-    a pad too. In cross-attention, padded queries are known only from `query_mask`,
-    the query's Keras mask or fully masked rows of `attention_mask`. A padded query
-    row gets no attention (its output is the output projection's bias). See
-    docs/layers.md, "Masks and padding".
+    Masks and padding: every mask Keras' layer takes, as Keras takes it, plus an explicit
+    `query_mask`. With a modification on, padding never reaches a real position's output
+    (pads are zero rows and columns of what the convolutions read); a padded query row gets
+    no attention. See docs/layers.md, "Masks and padding".
 
-    Lengths: only `position_interaction`, `relative_bias` and
-    `attention_conv="1d"` have weights per position; they need `max_len` and
-    take no longer query or key (a ValueError naming `max_len` and the length, also
-    inside `predict` / `fit`; a TensorFlow graph traced for any length checks it when
-    it runs). Every other modification takes any length, and the layer can be built
-    with unknown lengths.
+    Lengths: only `position_interaction`, `relative_bias` and `attention_conv="1d"` have
+    weights per position; they need `max_len` and refuse a longer query or key with an error
+    naming it. Every other modification takes any length.
 
     Compilation: in a TensorFlow graph without XLA (`fit` under Keras' default on a CPU) the
     modified attention runs as an XLA program of its own (`convatt.layers.core.xla_island`); under
