@@ -11,18 +11,44 @@ import numpy as np
 import pytest
 
 from convatt.layers import MultiHeadAttention, SelfAttention
-from convatt.layers.core.forms import PUBLISHED, drop_in_forms, on_accelerator, published_forms
+from convatt.layers.core.forms import PUBLISHED, compile_core, drop_in_forms, on_accelerator, published_forms
 
 LAYERS = Path(__file__).resolve().parents[1] / "convatt" / "layers"
 FORMS_MODULE = LAYERS / "core" / "forms.py"
-ENVIRONMENT_CALLS = {"backend", "compiled_by_xla", "on_accelerator", "get_enclosing_xla_context", "list_devices"}
+ENVIRONMENT_CALLS = {
+    "backend",
+    "compiled_by_xla",
+    "on_accelerator",
+    "get_enclosing_xla_context",
+    "list_devices",
+    "executing_eagerly",
+}
 
 
 def test_the_tagger_takes_the_published_forms_and_the_drop_in_those_of_its_environment():
     assert SelfAttention.choose_forms is published_forms and published_forms() == PUBLISHED
     assert MultiHeadAttention.choose_forms is drop_in_forms
     assert PUBLISHED.conv2d == "depthwise" and PUBLISHED.talking_heads == "einsum" and PUBLISHED.shaw == "gathered"
-    assert not PUBLISHED.compile_core() and not drop_in_forms().compile_core()
+    assert not compile_core(None, False)  # an eager call (TensorFlow) or JAX: no island
+
+
+def test_the_core_is_an_xla_island_in_tensorflow_s_graphs_without_xla_only():
+    if keras.backend.backend() != "tensorflow":
+        assert not compile_core(True, False)
+        return
+    import tensorflow as tf
+
+    def asked(jit_compile: bool, training=True, symbolic_or_stateless=False) -> bool:
+        answer = []
+        tf.function(
+            lambda: answer.append(compile_core(training, symbolic_or_stateless)) or 0.0, jit_compile=jit_compile
+        )()
+        return answer[0]
+
+    assert asked(jit_compile=False) and asked(jit_compile=False, training=None)
+    assert not asked(jit_compile=True)  # XLA compiles the whole step already
+    assert not asked(jit_compile=False, symbolic_or_stateless=True)
+    assert not asked(jit_compile=False, training=tf.constant(True))  # not a Python value
 
 
 @pytest.mark.skipif(on_accelerator(), reason="the CPU's forms")

@@ -48,7 +48,7 @@ def _loss_and_gradients(layer, causal: bool, jit_compile: bool, island: bool = T
 
     wanted = drop_in.compile_core
     if not island:
-        drop_in.compile_core = lambda training: False
+        drop_in.compile_core = lambda training, symbolic_or_stateless: False
     try:
         return [tf.convert_to_tensor(g).numpy() for g in tf.function(step, jit_compile=jit_compile)(tf.constant(X))]
     finally:

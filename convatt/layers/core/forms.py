@@ -26,8 +26,6 @@ from typing import Literal
 
 import keras
 
-from convatt.layers import _keras_compat as keras_compat
-
 
 @dataclass(frozen=True)
 class AttentionForms:
@@ -152,18 +150,19 @@ def compiled_by_xla() -> bool:
     return tf.__internal__.get_enclosing_xla_context() is not None
 
 
-def compile_core(training) -> bool:
+def compile_core(training, symbolic_or_stateless: bool) -> bool:
     """Whether `MultiHeadAttention` runs its modified core as an XLA program of its own (an XLA
     island, `convatt.layers.core.xla_island`): TensorFlow tracing a graph (`fit`, `predict`, a
     `tf.function`; not an eager call, which would compile a program for each new layer and shape
     it meets, once) outside any XLA program, with real variables (not a symbolic trace or a
-    stateless call, where the variables' values are tensors of the caller's trace), `training`
-    a Python value. The island's trace resolves `drop_in_forms` inside XLA: XLA's forms."""
+    stateless call, where the variables' values are tensors of the caller's trace: Keras' scopes,
+    `symbolic_or_stateless` from `convatt.layers._keras_compat`), `training` a Python value.
+    The island's trace resolves `drop_in_forms` inside XLA: XLA's forms."""
     if keras.backend.backend() != "tensorflow" or compiled_by_xla():
         return False
     import tensorflow as tf  # the backend's own question: is a graph being traced
 
-    if tf.executing_eagerly() or keras_compat.in_symbolic_or_stateless_scope():
+    if tf.executing_eagerly() or symbolic_or_stateless:
         return False
     return training is None or isinstance(training, bool)
 

@@ -354,7 +354,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         call = call or AttentionCall(bool(use_causal_mask))
         flags = (training, return_attention_scores, use_causal_mask, call)
         island = call.blocks is None and not self._keras_computes(call, attention_mask, return_attention_scores)
-        if island and compile_core(training):
+        if island and compile_core(training, keras_compat.in_symbolic_or_stateless_scope()):
             query, key = self.checked_lengths(query, key)  # TensorFlow's check of an unknown length, outside XLA
             dropout = keras_compat.dropout_layer(self)
             seed = dropout.seed_generator.state if training and dropout.rate > 0 else None
