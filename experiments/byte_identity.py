@@ -249,7 +249,8 @@ def check(frozen: Path, mine: Path, cache: Path, only: str | None) -> int:
         # layers are named by a counter, and the weights drawn by their paths: a subset (`only`)
         # is compared with the frozen copy's run of the same subset
         label = f"{backend}-{jit}" + (f"-{only}" if only else "")
-        frozen_dir, mine_dir = cache / f"frozen-{label}", cache / f"mine-{label}"
+        frozen_dir = cache / f"frozen-{frozen.resolve().name}-{label}"  # a cache per frozen copy
+        mine_dir = cache / f"mine-{label}"
         if not any(frozen_dir.glob("*.npy")):
             _run_copy(frozen, frozen_dir, jit, only)
         for old in mine_dir.glob("*.npy"):
