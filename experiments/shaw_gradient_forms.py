@@ -20,7 +20,7 @@ import numpy as np
 from keras import ops
 
 from convatt.layers import MultiHeadAttention
-from convatt.layers.core.forms import drop_in_forms
+from convatt.layers.forms import drop_in_forms
 from convatt.speed.attention_bench.steps import layer_step, median_times
 
 FORMS = {"custom gradient (CPU form)": False, "autodiff (accelerator form)": True}

@@ -12,7 +12,7 @@ from kernel_gradients import value_and_gradients
 from convatt.layers import AttentionConv2D, RelativePositionRepresentation, talking_heads
 from convatt.layers._utils import SUM_CHUNK, chunk_sums
 from convatt.layers.attention_conv2d import convolve_heads
-from convatt.layers.core.forms import drop_in_forms
+from convatt.layers.forms import drop_in_forms
 from convatt.layers.relative_position_representation import spread_by_distance, sum_by_distance
 from convatt.layers.talking_heads import mix_heads
 

@@ -1,4 +1,4 @@
-"""The forms of the attention core, chosen in one place (`convatt/layers/core/forms.py`), and the
+"""The forms of the attention core, chosen in one place (`convatt/layers/forms.py`), and the
 house rules of convatt/layers that keep it so: no other module asks for the backend, XLA or the
 device; no module over 400 lines; no measurement or commit hash in the layers' code."""
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from convatt.layers import MultiHeadAttention, SelfAttention
-from convatt.layers.core.forms import PUBLISHED, compile_core, drop_in_forms, on_accelerator, published_forms
+from convatt.layers.forms import PUBLISHED, compile_core, drop_in_forms, on_accelerator, published_forms
 
 LAYERS = Path(__file__).resolve().parents[1] / "convatt" / "layers"
-FORMS_MODULE = LAYERS / "core" / "forms.py"
+FORMS_MODULE = LAYERS / "forms.py"
 ENVIRONMENT_CALLS = {
     "backend",
     "compiled_by_xla",

@@ -124,7 +124,7 @@ def test_multi_head_attention_bias_gradients_by_product_equal_autodiffs(q, k, ca
     from kernel_gradients import value_and_gradients
 
     from convatt.layers import MultiHeadAttention, SelfAttention
-    from convatt.layers.core.forms import PUBLISHED, drop_in_forms
+    from convatt.layers.forms import PUBLISHED, drop_in_forms
 
     assert MultiHeadAttention.choose_forms is drop_in_forms and SelfAttention.choose_forms() == PUBLISHED
     rng = np.random.default_rng(4)

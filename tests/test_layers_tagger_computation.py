@@ -27,7 +27,7 @@ from tagger_reference import ReferenceSelfAttention
 
 from convatt.data.batching import make_inputs
 from convatt.layers import SelfAttention
-from convatt.layers.core.forms import drop_in_forms, on_accelerator
+from convatt.layers.forms import drop_in_forms, on_accelerator
 from convatt.model.tagger import build_tagger
 from convatt.model.variants import VARIANTS, make_config
 from convatt.speed.bench import synthetic_batches

@@ -42,7 +42,7 @@ from keras.src.backend.common.stateless_scope import in_stateless_scope
 from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 from packaging.version import Version
 
-from convatt.layers.core.forms import backend_remat
+from convatt.layers.forms import backend_remat
 
 _KERAS_ATTENTION = keras.layers.MultiHeadAttention._compute_attention
 _ATTENTION_ARGUMENTS = inspect.signature(_KERAS_ATTENTION).parameters
@@ -121,7 +121,7 @@ def in_symbolic_or_stateless_scope() -> bool:
 
 def remat(function):
     """`keras.remat(function)` (Keras 3.9+): recomputed in the backward pass. Before 3.9, what it
-    wraps, the backend's own (`convatt.layers.core.forms.backend_remat`; tests/test_layers_keras_compat.py
+    wraps, the backend's own (`convatt.layers.forms.backend_remat`; tests/test_layers_keras_compat.py
     runs it under both backends)."""
     if hasattr(keras, "remat"):
         return keras.remat(function)

@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from convatt.layers._utils import check_scores_shape, upstream_gradient
-from convatt.layers.core.forms import AttentionForms
+from convatt.layers.forms import AttentionForms
 
 
 def query_key_offsets(query_positions, key_len):

@@ -8,7 +8,7 @@ from typing import Any
 
 import keras
 
-from convatt.layers.core.forms import lengths_known_when_traced
+from convatt.layers.forms import lengths_known_when_traced
 
 
 def _fans(shape: Sequence[int]) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from convatt.layers._utils import (
     serialized,
     upstream_gradient,
 )
-from convatt.layers.core.forms import AttentionForms, drop_in_forms
+from convatt.layers.forms import AttentionForms, drop_in_forms
 
 
 def kernel_pair(kernel_size) -> tuple[int, int]:
@@ -358,7 +358,7 @@ class AttentionConv2D(keras.layers.Layer):
                 model) instead of centring them on row `i` ('same' padding).
             future_open: optional float `(batch, 1, 1, 1)` multiplying the filter rows
                 that read later query rows (0 drops them: a causal mask).
-            forms: `AttentionForms` or None (`convatt.layers.core.forms`): compute it as one
+            forms: `AttentionForms` or None (`convatt.layers.forms`): compute it as one
                 depthwise convolution (`conv2d="depthwise"`, `depthwise_convolve_heads`: the
                 operations of the tagger's results, which `SelfAttention` keeps) or as shifted
                 multiply-adds with their own gradient (`"stencil"`, `convolve_heads`: faster

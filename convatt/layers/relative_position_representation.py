@@ -10,7 +10,7 @@ from keras import ops
 
 from convatt.layers._score_bias import query_key_offsets
 from convatt.layers._utils import chunk_sums, distinct_initializer, upstream_gradient
-from convatt.layers.core.forms import AttentionForms, drop_in_forms
+from convatt.layers.forms import AttentionForms, drop_in_forms
 
 
 def _skewed(matrices, forms: AttentionForms) -> bool:

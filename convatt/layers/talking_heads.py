@@ -8,7 +8,7 @@ import keras
 from keras import ops
 
 from convatt.layers._utils import check_scores_shape, serialized, upstream_gradient
-from convatt.layers.core.forms import AttentionForms, drop_in_forms
+from convatt.layers.forms import AttentionForms, drop_in_forms
 
 
 def mix_heads(maps, kernel, gradient: str = "autodiff"):
@@ -96,7 +96,7 @@ class TalkingHeadsProjection(keras.layers.Layer):
     Call arguments:
         attention: tensor `(batch_size, num_heads, query_len, key_len)`: scores
             (logits) or weights.
-        forms: `AttentionForms` or None (`convatt.layers.core.forms`). Mix by the einsum
+        forms: `AttentionForms` or None (`convatt.layers.forms`). Mix by the einsum
             `bhqk,hg->bgqk` (`talking_heads="einsum"`: the operations of the tagger's
             results, which `SelfAttention` keeps) or by one batched matrix product per
             example (`"batched"`, `mix_heads`: faster under XLA). The same values to float

@@ -2,7 +2,7 @@
 
 The tagger's `SelfAttention` computes the operations its published results came from (commit
 7af1535's; tests/test_layers_tagger_computation.py holds every variant to them, bit for bit).
-`MultiHeadAttention` takes forms rewritten for speed and memory (`convatt.layers.core.forms.drop_in_forms`:
+`MultiHeadAttention` takes forms rewritten for speed and memory (`convatt.layers.forms.drop_in_forms`:
 +Conv2d as shifted multiply-adds with their own gradient, the talking heads' mixing as one
 batched product, Shaw's skews under XLA, the lean softmax, the queries scaled first); at commit
 b825de3 the tagger took the first three too. This benchmark trains each variant's tagger both
@@ -24,8 +24,8 @@ from collections.abc import Callable
 import numpy as np
 
 from convatt.layers._keras_compat import sublayers
-from convatt.layers.core.forms import drop_in_forms
 from convatt.layers.core.modified_attention import ModifiedAttention
+from convatt.layers.forms import drop_in_forms
 from convatt.model.variants import VARIANTS
 from convatt.speed.bench import _step, _synthetic_setup, _tagger
 from convatt.training import interrupt

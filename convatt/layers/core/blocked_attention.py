@@ -34,8 +34,8 @@ from keras import ops
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._options import is_int
 from convatt.layers._utils import causal_keep, keep_mask
-from convatt.layers.core.forms import AttentionForms
 from convatt.layers.core.rows import AttentionContext, row_pads, sees_later_keys
+from convatt.layers.forms import AttentionForms
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from keras import ops
 
 from convatt.layers._options import check_max_len
 from convatt.layers._utils import check_length, lower_triangular_keep, query_tap_offsets, require_length
-from convatt.layers.core.forms import AttentionForms, published_forms
 from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, Modification, check_conv_options
 from convatt.layers.core.rows import AttentionContext, attention_context
 from convatt.layers.core.softmax import attention_softmax
+from convatt.layers.forms import AttentionForms, published_forms
 
 
 class ModifiedAttention:
@@ -35,7 +35,7 @@ class ModifiedAttention:
     """
 
     choose_forms = staticmethod(published_forms)
-    """The layer's forms (`convatt.layers.core.forms`): a function that resolves them while a
+    """The layer's forms (`convatt.layers.forms`): a function that resolves them while a
     call is traced. The tagger's `SelfAttention` keeps the published ones (the operations its
     results came from, bit for bit: tests/test_layers_tagger_computation.py);
     `MultiHeadAttention` takes `drop_in_forms`, those for its backend, device and compilation."""

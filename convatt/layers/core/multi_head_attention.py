@@ -12,10 +12,10 @@ from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._utils import batched_attention_mask, causal_keep, keep_mask
 from convatt.layers.core import attention_cache, xla_island
 from convatt.layers.core.blocked_attention import block_size, blocked_attention, check_query_block, key_masks
-from convatt.layers.core.forms import compile_core, drop_in_forms
 from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS
 from convatt.layers.core.modified_attention import ModifiedAttention
 from convatt.layers.core.rows import AttentionCall, call_facts, padded_rows
+from convatt.layers.forms import compile_core, drop_in_forms
 
 WEIGHT_ORDERS = ("keras", "modifications_first")
 """`weight_order`: Keras' weights first (the default), or the modifications' first (how
@@ -175,7 +175,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
                 "turn it off, or the modifications."
             )
 
-    choose_forms = staticmethod(drop_in_forms)  # for the backend, device and compilation (core.forms)
+    choose_forms = staticmethod(drop_in_forms)  # for the backend, device and compilation (convatt.layers.forms)
     _drops_caller_masks = True  # as Keras' layer (KerasHub's cached attention keeps them: keras_hub_blocks)
 
     @property

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._utils import causal_keep, fully_masked_rows, padded_key_rows
-from convatt.layers.core.forms import PUBLISHED, AttentionForms
-
-if TYPE_CHECKING:
-    from convatt.layers.core.blocked_attention import BlockMasks
+from convatt.layers.forms import PUBLISHED, AttentionForms
 
 
 @dataclass(frozen=True)
@@ -43,7 +40,7 @@ class AttentionContext:
         rematerialized: computed inside `keras.remat` (a block of `blocked_attention`): no
             custom gradient that closes over the context's tensors (`jax.checkpoint` traces
             the block again, and a closure would hold the first trace's values).
-        forms: the form of each part (`convatt.layers.core.forms`), resolved when the call is
+        forms: the form of each part (`convatt.layers.forms`), resolved when the call is
             traced: the rows of the table pass them to their sublayers.
     """
 
@@ -95,7 +92,7 @@ class AttentionCall:
     causal: bool = False
     self_attention: bool = False
     masked: bool = False
-    blocks: BlockMasks | None = None
+    blocks: Any = None  # a `blocked_attention.BlockMasks` (not imported: the blocks import this module)
     block_size: int = 0
 
 

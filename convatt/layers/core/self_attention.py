@@ -39,7 +39,7 @@ class SelfAttention(ModifiedAttention, keras.layers.Layer):
     With `temperature=True` each of `W_q, W_k, W_v` of each head is multiplied
     by its own learnable scalar, initialised to 1 (§2.4).
 
-    Its operations are the published forms (`convatt.layers.core.forms.PUBLISHED`:
+    Its operations are the published forms (`convatt.layers.forms.PUBLISHED`:
     +Conv2d as one depthwise convolution, the talking heads' mixing by an einsum,
     Shaw's gathered tables, autodiff's softmax), those the tagger's published results
     came from, so that every variant trains the same bits as then;

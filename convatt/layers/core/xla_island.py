@@ -15,7 +15,7 @@ return every intermediate its backward reads (a dozen attention matrices), each 
 and read back. The attention dropout's seed is set to the same value in both, so the
 recomputation drops what the forward dropped.
 
-Whether the core is an island is `convatt.layers.core.forms.compile_core`, beside the other
+Whether the core is an island is `convatt.layers.forms.compile_core`, beside the other
 checks of the backend and the compilation; this module only builds and runs it (TensorFlow's
 `tf.function` and `tf.custom_gradient`, reached only where `compile_core` said so).
 """

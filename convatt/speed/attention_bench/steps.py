@@ -199,7 +199,7 @@ def unless_out_of_memory(make: Callable[[], CompiledStep]) -> CompiledStep:
 
 def flash_possible(settings: AttentionSettings) -> bool:
     """Whether Keras' flash path may run: JAX on a GPU or TPU with a 16-bit compute dtype."""
-    from convatt.layers.core.forms import on_accelerator
+    from convatt.layers.forms import on_accelerator
 
     return keras.backend.backend() == "jax" and settings.compute_dtype != "float32" and on_accelerator()
 
