@@ -3,6 +3,7 @@ house rules of convatt/layers that keep it so: no other module asks for the back
 device; no module over 400 lines; no measurement or commit hash in the layers' code."""
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
@@ -11,7 +12,14 @@ import numpy as np
 import pytest
 
 from convatt.layers import MultiHeadAttention, SelfAttention
-from convatt.layers.forms import PUBLISHED, compile_core, drop_in_forms, on_accelerator, published_forms
+from convatt.layers.forms import (
+    PUBLISHED,
+    compile_core,
+    drop_in_forms,
+    on_accelerator,
+    published_forms,
+    tracing_island,
+)
 
 LAYERS = Path(__file__).resolve().parents[1] / "convatt" / "layers"
 FORMS_MODULE = LAYERS / "forms.py"
@@ -69,12 +77,16 @@ def test_the_drop_in_forms_follow_the_compilation_on_a_cpu():
     @tf.function(jit_compile=True)
     def under_xla(x):
         traced["forms"] = drop_in_forms()
+        with tracing_island():  # the island's trace: XLA, but its backward is TensorFlow's gradient
+            traced["island"] = drop_in_forms()
         return x
 
     under_xla(tf.constant(1.0))
     forms = traced["forms"]
     assert (forms.shaw, forms.bias_batch_sum, forms.talking_heads_gradient) == ("skewed", "additions", "per_example")
     assert forms.chunked_sums and not forms.anchored and forms.conv2d_kernel_gradient == "row_summed"
+    assert traced["island"] == dataclasses.replace(forms, talking_heads_gradient="autodiff")
+    assert drop_in_forms() == eager  # the island's trace ended with its block
 
 
 def test_a_layer_with_the_other_forms_computes_the_same_values():

@@ -1,7 +1,7 @@
 """The modified attention as an XLA island where TensorFlow runs without XLA (Keras' default on a
 CPU): the same outputs and gradients as op by op and as under XLA (to float rounding), for every
 table row, causal and bidirectional, padded; the island taken exactly where it should be; the
-dropout's recomputation drawing the forward's mask; a `stateless_call` and an unknown length.
+dropout's mask the same in the backward (recomputed or kept); a `stateless_call` and an unknown length.
 The island is made in a traced graph only, so each test traces one (`tf.function`)."""
 
 from __future__ import annotations
@@ -103,14 +103,24 @@ def test_the_island_is_never_taken_under_jax_nor_in_a_symbolic_call():
     assert layer not in xla_island._ISLANDS
 
 
+def test_the_island_recomputes_unless_every_modification_on_keeps_only_its_written_matrices():
+    assert not _layer(talking_heads=True).island_recomputes()  # its mixed maps, written anyway
+    assert not _layer().island_recomputes()
+    for options in ({"attention_conv": "2d"}, {"relative_position_representation": 2}, {"alibi": True}):
+        assert _layer(**options).island_recomputes()
+        assert _layer(**options, talking_heads=True).island_recomputes()
+
+
 @pytest.mark.skipif(not TENSORFLOW, reason="the island is TensorFlow's")
-def test_the_recomputed_backward_drops_what_the_forward_dropped():
+@pytest.mark.parametrize("options", [{"attention_conv": "2d"}, {"talking_heads": True}], ids=["recomputed", "kept"])
+def test_the_backward_drops_what_the_forward_dropped(options):
     """With dropout in training the output is affine in `value` for the forward's mask, so the
     loss's change from `value = 0` is the gradient's product with `value` (the same mask in
-    both programs, the seed set back for each call); the seed advances once per call, as Keras'."""
+    both programs, the seed set back for each call); the seed advances once per call, as Keras'.
+    Both backwards: the forward recomputed (+Conv2d) and TensorFlow's gradient (talking heads)."""
     import tensorflow as tf
 
-    layer = _layer(attention_conv="2d", dropout=0.5)
+    layer = _layer(**options, dropout=0.5)
     seed = layer._dropout_layer.seed_generator.state
     start = seed.numpy()
     query, key = tf.constant(X), tf.constant(X[::-1].copy())

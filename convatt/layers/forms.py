@@ -20,7 +20,10 @@ The rows of the table and the sublayers receive these forms; none of them asks t
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,8 +54,10 @@ class AttentionForms:
         talking_heads: the heads' mixing by an "einsum" or a "batched" matrix product per example
             (XLA moved the heads last and back for the einsum, a copy each way).
         talking_heads_gradient: the batched mixing's kernel gradient: "autodiff", or
-            "per_example" plain matrix products (TensorFlow's XLA on a CPU, where the batched
-            product ran slower; needs the batch size when traced).
+            "per_example" plain matrix products (a step TensorFlow's XLA compiles whole on a CPU,
+            where the batched product ran slower at long lengths; needs the batch size when
+            traced). In the XLA island, whose backward is TensorFlow's gradient of the compiled
+            forward, autodiff's ran faster at every length.
         conv2d: +Conv2d (and Multi-Token Attention's convolution) as one "depthwise" convolution,
             or as a "stencil" of shifted multiply-adds with its own gradient (one fused pass under
             XLA, and less kept for the backward pass).
@@ -106,6 +111,7 @@ def drop_in_forms() -> AttentionForms:
     traced now (call it while tracing: XLA compilation is known only then)."""
     backend, accelerator, xla = keras.backend.backend(), on_accelerator(), compiled_by_xla()
     tensorflow_xla_on_cpu = backend == "tensorflow" and xla and not accelerator
+    whole_step_xla_on_cpu = tensorflow_xla_on_cpu and not getattr(_ISLAND, "tracing", False)
     return AttentionForms(
         scores="scale_queries",
         softmax="from_output",
@@ -113,7 +119,7 @@ def drop_in_forms() -> AttentionForms:
         shaw="skewed" if xla else "gathered",
         shaw_gradient="autodiff" if accelerator else "transposed",
         talking_heads="batched",
-        talking_heads_gradient="per_example" if tensorflow_xla_on_cpu else "autodiff",
+        talking_heads_gradient="per_example" if whole_step_xla_on_cpu else "autodiff",
         conv2d="stencil",
         conv2d_kernel_gradient="tapped" if accelerator else "row_summed" if backend == "tensorflow" else "convolved",
         chunked_sums=xla,
@@ -148,6 +154,22 @@ def compiled_by_xla() -> bool:
     import tensorflow as tf  # the backend's own question: is an XLA context around this trace
 
     return tf.__internal__.get_enclosing_xla_context() is not None
+
+
+_ISLAND = threading.local()
+"""`tracing`: whether the XLA island's forward is being traced on this thread (`tracing_island`)."""
+
+
+@contextlib.contextmanager
+def tracing_island() -> Iterator[None]:
+    """While `convatt.layers.core.xla_island` traces its forward: XLA compiles the core alone
+    there, not a whole step, and `drop_in_forms` takes the island's forms."""
+    before = getattr(_ISLAND, "tracing", False)
+    _ISLAND.tracing = True
+    try:
+        yield
+    finally:
+        _ISLAND.tracing = before
 
 
 def compile_core(training, symbolic_or_stateless: bool) -> bool:

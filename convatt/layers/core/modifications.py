@@ -89,6 +89,11 @@ class Modification:
             neighbours': the halo that blocks of queries and cached decoding recompute, laid
             out by `query_tap_offsets`); None for a modification that reads each query's own
             row only (then its rows need no other queries).
+        island_keeps: whether the backward of TensorFlow's XLA island (`xla_island`) takes
+            TensorFlow's gradient of the compiled forward, which keeps what the backward reads,
+            rather than computing the forward again: where those are the matrices the forward
+            writes anyway (the talking heads' mixed maps); the convolution's and Shaw's forms
+            would keep many more, so a layer with any such row on recomputes.
     """
 
     name: str
@@ -104,6 +109,7 @@ class Modification:
     identity: Callable[..., None] | None = field(default=lambda layer, sublayer, causal: _assign_zeros(sublayer))
     example: dict[str, Any] = field(default_factory=dict)
     query_taps: Callable[[Any], int] | None = None
+    island_keeps: bool = False
 
     def example_options(self) -> dict[str, Any]:
         """Options that turn this row on (`example`, or `{flag: True}`)."""
@@ -339,6 +345,7 @@ MODIFICATIONS: tuple[Modification, ...] = (
             flag="talking_heads",
             owns_flag=stage == "logits",
             identity=_identity_heads,
+            island_keeps=True,
         )
         for stage in ("logits", "weights")
     ),

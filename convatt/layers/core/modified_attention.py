@@ -66,6 +66,11 @@ class ModifiedAttention:
         """Whether any modification is on."""
         return any(row.is_on(self) for row in MODIFICATIONS)
 
+    def island_recomputes(self) -> bool:
+        """Whether the XLA island's backward computes the forward again: unless every modification
+        on keeps only what its forward writes anyway (`Modification.island_keeps`)."""
+        return not all(row.island_keeps for row in MODIFICATIONS if row.is_on(self))
+
     def query_taps(self) -> int:
         """How many query rows (its own and its neighbours') one output row reads: the largest
         `query_taps` of the modifications that are on (1 where none reads other rows)."""

@@ -359,7 +359,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
             dropout = keras_compat.dropout_layer(self)
             seed = dropout.seed_generator.state if training and dropout.rate > 0 else None
             tensors = (query, key, value, attention_mask)
-            return xla_island.run_as_island(self._attention_core, flags, tensors, seed)
+            return xla_island.run_as_island(self._attention_core, flags, tensors, seed, self.island_recomputes())
         return self._attention_core(query, key, value, attention_mask, *flags)
 
     def _keras_computes(self, call: AttentionCall, attention_mask, return_attention_scores: bool) -> bool:
