@@ -74,8 +74,10 @@ def main() -> None:
     }
     times = median_times(steps, args.repeats, warmup=1)
     keras_ms = times["Keras' layer"] * 1e3
-    print(f"length {args.length}, {'causal' if args.causal else 'bidirectional'}, batch {settings.batch_size}, "
-          f"{settings.num_heads} heads x {settings.key_dim}, median of {args.repeats}")
+    print(
+        f"length {args.length}, {'causal' if args.causal else 'bidirectional'}, batch {settings.batch_size}, "
+        f"{settings.num_heads} heads x {settings.key_dim}, median of {args.repeats}"
+    )
     for name, seconds in times.items():
         print(f"  {name:26s} {seconds * 1e3:7.1f} ms  {seconds * 1e3 / keras_ms:5.2f} of Keras' step")
 
