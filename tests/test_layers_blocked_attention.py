@@ -226,8 +226,12 @@ def test_auto_is_the_default_and_computes_in_blocks_past_its_threshold(inputs, m
     assert MultiHeadAttention(H, D // H, attention_conv="2d").query_block == "auto"
     calls = []
     original = blocked_attention.blocked_attention
-    monkeypatch.setattr("convatt.layers.core.multi_head_attention.blocked_attention",
-                        lambda *args, **kwargs: calls.append(args[5]) or original(*args, **kwargs))  # fmt: skip
+
+    def spy(layer, query, key, value, call, *args, **kwargs):
+        calls.append(call.block_size)
+        return original(layer, query, key, value, call, *args, **kwargs)
+
+    monkeypatch.setattr("convatt.layers.core.multi_head_attention.blocked_attention", spy)
     expected = keras.ops.convert_to_numpy(whole(x, x, use_causal_mask=True))
     keras.ops.convert_to_numpy(auto(x, x, use_causal_mask=True))
     assert calls == []  # 40 x 40 floats: the whole matrix

@@ -44,10 +44,10 @@ from typing import Any
 from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
-from convatt.layers._utils import causal_keep
+from convatt.layers._utils import keep_mask
 from convatt.layers.core.modifications import MODIFICATIONS
 from convatt.layers.core.modified_attention import ModifiedAttention
-from convatt.layers.core.rows import AttentionContext
+from convatt.layers.core.rows import AttentionContext, CallMasks, QueryRows, slab_positions
 
 KEYS, VALUES, QUERIES = 0, 1, 2
 
@@ -253,11 +253,12 @@ def cached_call(
         layer, query_proj, value if key is None else key, value, cache, cache_update_index, query_position, query_cache
     )
     rows = _rows(layer, cache, cache_update_index, query_position, query_cache, in_bounds)
-    mask = _new_rows_mask(query_proj, cache[:, KEYS, ...], rows.start, attention_mask, use_causal_mask)
     if layer.modified:
         _check_query_positions(layer, rows, ops.shape(query_proj)[1])
-        output, attention = _modified_attention(layer, query_proj, cache, rows, mask, use_causal_mask, training)
+        masks = CallMasks(attention_mask=attention_mask, first=rows.start, cross=rows.cross)
+        output, attention = _modified_attention(layer, query_proj, cache, rows, masks, use_causal_mask, training)
     else:  # Keras' attention on the mask given here (never its fused causal kernel: the cache is longer)
+        mask = _keras_mask(query_proj, cache, rows.start, attention_mask, use_causal_mask)
         output, attention = layer._compute_attention(
             query_proj, cache[:, KEYS, ...], cache[:, VALUES, ...], mask, training, return_attention_scores
         )
@@ -301,14 +302,14 @@ def _check_query_positions(layer, rows: _Rows, new_rows) -> None:
         layer.check_lengths(rows.history.shape[1], None)
 
 
-def _new_rows_mask(query_proj, key_proj, start, attention_mask, use_causal_mask):
-    """The new rows' mask `(b, t, key_len)` or None: the caller's, and the causal one if asked."""
-    mask = None if attention_mask is None else ops.cast(attention_mask, "bool")
-    if use_causal_mask:
-        positions = ops.cast(start, "int32") + ops.arange(ops.shape(query_proj)[1], dtype="int32")
-        causal = ops.expand_dims(causal_keep(positions, ops.shape(key_proj)[1]), 0)
-        mask = causal if mask is None else ops.logical_and(mask, causal)
-    return mask
+def _keras_mask(query_proj, cache, start, attention_mask, use_causal_mask):
+    """The new rows' mask for Keras' `_compute_attention`: their `QueryRows.keep` as Keras takes
+    it, `(b, t, key_len)` (a per-head mask: `(b, h, t, key_len)`), or None."""
+    positions = slab_positions(start, ops.shape(query_proj)[1], 0)
+    given = None if attention_mask is None else keep_mask(attention_mask)
+    keep = QueryRows(positions, ops.shape(cache)[2], given, bool(use_causal_mask)).keep
+    per_head = attention_mask is not None and len(attention_mask.shape) == 4
+    return keep if keep is None or per_head else keep[:, 0]
 
 
 def _earlier_rows(layer, start) -> int:
@@ -317,40 +318,23 @@ def _earlier_rows(layer, start) -> int:
     return min(earlier, start) if isinstance(start, int) else earlier
 
 
-def _modified_attention(layer, query_proj, cache, rows: _Rows, mask, use_causal_mask, training):
+def _modified_attention(layer, query_proj, cache, rows: _Rows, masks: CallMasks, use_causal_mask, training):
     """The modified attention of the new rows: `(output (b, t, h, d), attention (b, h, t, k))`,
-    the table's computation (`ModifiedAttention`) for query rows at their positions."""
+    the table's computation (`ModifiedAttention`) for query rows at their positions: the new
+    rows and the earlier ones the convolution reads (which attend as `masks`' first row says:
+    `CallMasks.first`)."""
     earlier = _earlier_rows(layer, rows.start)
-    new_rows = ops.shape(query_proj)[1]
-    positions = ops.cast(rows.start, "int32") - earlier + ops.arange(earlier + new_rows, dtype="int32")
+    positions = slab_positions(rows.start, ops.shape(query_proj)[1], earlier)
     queries = query_proj
     if earlier:  # the earlier queries' rows (positions < 0: zero rows, the convolution's padding)
         past = ops.take(rows.history, ops.maximum(positions[:earlier], 0), axis=1)
         queries = ops.concatenate([ops.cast(past, query_proj.dtype), query_proj], axis=1)
     queries, keys, values = layer.projected(queries, cache[:, KEYS, ...], cache[:, VALUES, ...])
-    keep = _rows_keep(positions, ops.shape(keys)[1], mask, earlier, use_causal_mask or not rows.cross)
-    context = AttentionContext(queries, keep, causal=True, positions=positions, forms=layer.attention_forms())
+    key_len = ops.shape(keys)[1]
+    step = QueryRows(positions, key_len, masks.on(positions, key_len), bool(use_causal_mask))
+    context = AttentionContext(queries, step.keep, causal=True, positions=positions, forms=layer.attention_forms())
     attention = layer.attention_maps(queries, keys, context)[1][:, :, earlier:, :]
     dropped = keras_compat.dropout_layer(layer)(ops.cast(attention, layer.compute_dtype), training=training)
     output = ops.einsum(keras_compat.combine_equation(layer), dropped, values)
     new = dataclasses.replace(context, query=query_proj, positions=positions[earlier:])
     return layer.value_terms(output, dropped, new), ops.cast(attention, layer.compute_dtype)
-
-
-def _rows_keep(positions, key_len, mask, earlier: int, causal: bool):
-    """`(b or 1, 1, rows, key_len)`: the caller's mask on the new rows (None: every key); on the
-    earlier rows, the keys the first new row attends (the caller's mask is assumed the same for
-    every row but for causality: KerasHub's), cut causally where `causal` (self-attention), and
-    none before position 0."""
-    new_rows = ops.shape(positions)[0] - earlier
-    keep = ops.ones((1, 1, key_len), dtype="bool") if mask is None else ops.cast(mask, "bool")
-    keep = ops.broadcast_to(keep, (ops.shape(keep)[0], new_rows, key_len))
-    if earlier:
-        past_positions = positions[:earlier]
-        if causal:
-            past = ops.expand_dims(causal_keep(past_positions, key_len), 0)
-        else:
-            past = ops.greater_equal(past_positions, 0)[None, :, None]
-        past = ops.logical_and(keep[:, :1, :], past)
-        keep = ops.concatenate([past, keep], axis=1)
-    return ops.expand_dims(keep, 1)

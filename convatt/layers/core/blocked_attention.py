@@ -33,62 +33,8 @@ from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._options import is_int
-from convatt.layers._utils import causal_keep, keep_mask
-from convatt.layers.core.rows import AttentionContext, row_pads, sees_later_keys
+from convatt.layers.core.rows import AttentionCall, AttentionContext, QueryRows, slab_positions
 from convatt.layers.forms import AttentionForms
-
-
-@dataclass(frozen=True)
-class BlockMasks:
-    """The masks of one call, as the caller gave them (none of them a whole matrix made here).
-
-    Attributes:
-        query_mask: boolean `(b, q)` or None: the real queries.
-        key_mask: boolean `(b, k)` or None: the real keys (`value_mask` and `key_mask` and-ed).
-        attention_mask: `(b, q, k)` or `(b, h, q, k)` or None: the caller's, sliced per block.
-        causal: the causal mask (query `i` attends keys `<= i`).
-        masked: a padding or attention mask was given (`AttentionCall.masked`).
-        self_attention: the queries and the keys are one sequence (a padded key's query is a pad).
-    """
-
-    query_mask: Any = None
-    key_mask: Any = None
-    attention_mask: Any = None
-    causal: bool = False
-    masked: bool = False
-    self_attention: bool = False
-
-    def keep(self, rows, key_len):
-        """Boolean `(b or 1, 1 or h, len(rows), key_len)`: the pairs the query rows `rows` (int
-        positions in `0 .. q - 1`) may attend; None where nothing is masked."""
-        parts = []
-        if self.attention_mask is not None:
-            parts.append(ops.take(keep_mask(self.attention_mask), rows, axis=2))
-        if self.query_mask is not None:
-            parts.append(ops.take(ops.cast(self.query_mask, "bool"), rows, axis=1)[:, None, :, None])
-        if self.key_mask is not None:
-            parts.append(ops.cast(self.key_mask, "bool")[:, None, None, :])
-        if self.causal:
-            parts.append(causal_keep(rows, key_len)[None, None])
-        if not parts:
-            return None
-        keep = parts[0]
-        for part in parts[1:]:
-            keep = ops.logical_and(keep, part)
-        return ops.logical_and(
-            keep, ops.ones((1, 1, ops.shape(rows)[0], key_len), dtype="bool")
-        )  # broadcast to the rows
-
-
-def key_masks(
-    query_mask=None, value_mask=None, key_mask=None, attention_mask=None, causal: bool = False, **facts
-) -> BlockMasks:
-    """The `BlockMasks` of a call's masks (`value_mask` and `key_mask` and-ed into one)."""
-    keys = value_mask
-    if key_mask is not None:
-        keys = key_mask if keys is None else ops.logical_and(ops.cast(keys, "bool"), ops.cast(key_mask, "bool"))
-    return BlockMasks(query_mask, keys, attention_mask, causal, **facts)
-
 
 AUTO = "auto"
 AUTO_ABOVE_BYTES = 2**28
@@ -126,24 +72,23 @@ def block_starts(query_len: int, block: int) -> list[int]:
     return list(range(0, query_len, block))
 
 
-def blocked_attention(layer, query, key, value, masks: BlockMasks, block: int, training=None):
+def blocked_attention(layer, query, key, value, call: AttentionCall, training=None):
     """The modified attention's output `(b, q, h, d_v)` of `layer` (a `MultiHeadAttention`) on
-    its projected (and `projections`-stage) `query`, `key`, `value`, in blocks of `block`
-    queries: one loop (`keras.ops.map`) whose step computes a block from its slab of query
-    rows, so the program holds one block whatever the length (module docstring)."""
+    its projected (and `projections`-stage) `query`, `key`, `value`, in blocks of
+    `call.block_size` queries: one loop (`keras.ops.map`) whose step computes a block from its
+    slab of query rows, so the program holds one block whatever the length (module docstring)."""
     query, key = layer.checked_lengths(query, key)
-    query_len, key_len = query.shape[1], ops.shape(key)[1]
-    causal = masks.causal or layer.conv_causal
+    query_len, key_len, block = query.shape[1], ops.shape(key)[1], call.block_size
+    causal = call.causal or layer.conv_causal
     before, after = layer.halo(causal)
-    pads = _padded_keys(masks, query_len, key_len, block) if masks.masked else None
     seed = _dropout_seed(layer, training)
-    facts = _CallFacts(masks, pads, causal, None, query_len, before, block, layer.attention_forms(), seed)
+    facts = _CallFacts(call, None, causal, None, query_len, before, block, layer.attention_forms(), seed)
+    facts = replace(facts, pads=_padded_keys(facts, key_len) if call.masked else None)
     facts = replace(facts, future_open=None if causal else _future_open(layer, facts, key_len))
     outside = before > 0 or after > 0 or query_len % block > 0  # slabs reach past the sequence's ends
-    slab_offsets = ops.arange(-before, block + after, dtype="int32")
 
     def block_output(index):
-        positions = index * block + slab_offsets
+        positions = slab_positions(index * block, block, before, after)
         slab = ops.take(query, ops.clip(positions, 0, query_len - 1), axis=1)
         compute = lambda q, k, v, p: _block(layer, q, k, v, p, facts, outside)  # noqa: E731
         return rematerialized(layer, compute, (slab, key, value, positions))
@@ -173,12 +118,12 @@ def rematerialized(layer, compute, args: tuple):
 
 @dataclass(frozen=True)
 class _CallFacts:
-    """What every block of a call reads: its masks, the padded rows `(b, 1, q, 1)` of
-    self-attention (None: none), the convolutions' causality, `AttentionContext.future_open`,
+    """What every block of a call reads: the call's facts and masks, the padded rows `(b, 1, q,
+    1)` of self-attention (None: none), the convolutions' causality, `AttentionContext.future_open`,
     the query length, the halo rows before a block, the block size, the call's forms and the seed
     of the call's attention dropout (None: no dropout)."""
 
-    masks: BlockMasks
+    call: AttentionCall
     pads: Any
     causal: bool
     future_open: Any
@@ -195,7 +140,8 @@ def _block(layer, query, key, value, positions, facts: _CallFacts, outside: bool
     convolution's padding, as in the whole matrix)."""
     rows = ops.clip(positions, 0, facts.query_len - 1)
     inside = ops.logical_and(ops.greater_equal(positions, 0), ops.less(positions, facts.query_len)) if outside else None
-    keep, pads = _slab_keep_and_pads(layer, facts, rows, inside, ops.shape(key)[1])
+    slab = _rows(facts, rows, ops.shape(key)[1], inside)
+    keep, pads = slab.keep, _pads(layer, facts, slab)
     context = AttentionContext(
         query, keep, facts.causal, facts.future_open, pads=pads, positions=rows, rematerialized=True, forms=facts.forms
     )
@@ -210,30 +156,37 @@ def _block(layer, query, key, value, positions, facts: _CallFacts, outside: bool
     return layer.value_terms(output, dropped, own_context)
 
 
-def _slab_keep_and_pads(layer, facts: _CallFacts, rows, inside, key_len) -> tuple:
-    """`(keep, pads)` of the query rows `rows`, the pads by `rows.row_pads` (as a whole call's); the
+def _rows(facts: _CallFacts, positions, key_len, inside=None) -> QueryRows:
+    """The query rows at `positions` (within the sequence), with the call's masks on them; the
     rows not `inside` (boolean `(rows,)`; None: all are) keep no key and are no pad."""
-    keep = facts.masks.keep(rows, key_len)
-    if inside is not None:
-        inside = inside[None, None, :, None]
-        keep = ops.logical_and(inside, ops.ones((1, 1, 1, key_len), "bool") if keep is None else keep)
-    if keep is None or not facts.masks.masked:
-        return keep, None
-    slab_pads = None if facts.pads is None else ops.take(facts.pads, rows, axis=2)
-    return keep, row_pads(keep, slab_pads, keras_fused=layer.dropout == 0, inside=inside)  # no attention returned
+    call = facts.call
+    return QueryRows(positions, key_len, call.blocks.on(positions, key_len), call.causal, inside)
 
 
-def _padded_keys(masks: BlockMasks, query_len: int, key_len, block: int):
+def _pads(layer, facts: _CallFacts, rows: QueryRows):
+    """The padded rows among `rows` (`QueryRows.pads`, as a whole call's): none without a mask."""
+    if not facts.call.masked:
+        return None
+    key_pads = None if facts.pads is None else ops.take(facts.pads, rows.positions, axis=2)
+    return rows.pads(key_pads, keras_fused=layer.dropout == 0)  # no attention returned
+
+
+def _block_rows(facts: _CallFacts, key_len) -> list[QueryRows]:
+    """The rows of each block of queries, without their halo (what a whole call reduces over)."""
+    starts = block_starts(facts.query_len, facts.block)
+    return [_rows(facts, ops.arange(s, min(s + facts.block, facts.query_len), dtype="int32"), key_len) for s in starts]
+
+
+def _padded_keys(facts: _CallFacts, key_len):
     """Self-attention's padded queries `(b, 1, q, 1)` (`padded_key_rows`: a key no query attends),
     reduced block by block; None in cross-attention."""
-    if not masks.self_attention:
+    if not facts.call.self_attention:
         return None
     seen = None
-    for start in block_starts(query_len, block):
-        keep = masks.keep(ops.arange(start, min(start + block, query_len), dtype="int32"), key_len)
-        if keep is None:
+    for rows in _block_rows(facts, key_len):
+        if rows.keep is None:
             return None
-        rows_seen = ops.any(keep, axis=(1, 2))  # (b or 1, k)
+        rows_seen = ops.any(rows.keep, axis=(1, 2))  # (b or 1, k)
         seen = rows_seen if seen is None else ops.logical_or(seen, rows_seen)
     return ops.logical_not(seen)[:, None, :, None]
 
@@ -242,12 +195,10 @@ def _future_open(layer, facts: _CallFacts, key_len):
     """`AttentionContext.future_open` of a non-causal call: 1 for the batch entries whose real
     rows attend a later key, reduced block by block; None without a mask."""
     sees_later = None
-    for start in block_starts(facts.query_len, facts.block):
-        rows = ops.arange(start, min(start + facts.block, facts.query_len), dtype="int32")
-        keep, slab_pads = _slab_keep_and_pads(layer, facts, rows, None, key_len)
-        if keep is None:
+    for rows in _block_rows(facts, key_len):
+        if rows.keep is None:
             return None
-        block_sees = sees_later_keys(keep, slab_pads, rows)
+        block_sees = rows.sees_later(_pads(layer, facts, rows))
         sees_later = block_sees if sees_later is None else ops.logical_or(sees_later, block_sees)
     return ops.cast(sees_later, "float32")
 

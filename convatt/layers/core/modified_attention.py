@@ -16,9 +16,9 @@ from typing import Any
 from keras import ops
 
 from convatt.layers._options import check_max_len
-from convatt.layers._utils import check_length, lower_triangular_keep, query_tap_offsets, require_length
+from convatt.layers._utils import check_length, query_tap_offsets, require_length
 from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, Modification, check_conv_options
-from convatt.layers.core.rows import AttentionContext, attention_context
+from convatt.layers.core.rows import AttentionContext, QueryRows, attention_context
 from convatt.layers.core.softmax import attention_softmax
 from convatt.layers.forms import AttentionForms, published_forms
 
@@ -169,17 +169,12 @@ class ModifiedAttention:
         change them (the temperature); `value` None where the caller needs no values."""
         return self._apply("projections", (query, key, value), None)
 
-    def _modification_context(
-        self, query, key, keep, use_causal_mask: bool, causal: bool, pads=None
-    ) -> AttentionContext:
-        """The context of one call on the (projected) `query` and `key`: `keep` `(b, 1, q, k)`
-        or None, with the causal mask and-ed in when `use_causal_mask`; the convolutions'
-        query taps on the past when `causal` (the call's mask is causal) or `conv_causal`."""
-        if use_causal_mask:
-            lower = lower_triangular_keep(ops.shape(query)[1], ops.shape(key)[1])
-            keep = lower if keep is None else ops.logical_and(keep, lower)
-        causal = causal or use_causal_mask or self.conv_causal
-        return attention_context(query, keep, causal, pads, forms=self.attention_forms())
+    def _modification_context(self, query, rows: QueryRows, causal: bool, pads=None) -> AttentionContext:
+        """The context of a whole call's `rows` (`call_rows`) on the (projected) `query`: the
+        convolutions' query taps on the past when `causal` (the call's mask is causal), the
+        rows are cut causally (`use_causal_mask`) or `conv_causal`."""
+        causal = causal or rows.causal or self.conv_causal
+        return attention_context(query, rows, causal, pads, forms=self.attention_forms())
 
     def attention_maps(self, query, key, context: AttentionContext):
         """(softmax attention, attention after the convolution), each `(b, h, q, k)`, float32.

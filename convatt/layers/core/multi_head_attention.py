@@ -11,10 +11,10 @@ from keras import ops
 from convatt.layers import _keras_compat as keras_compat
 from convatt.layers._utils import batched_attention_mask, causal_keep, keep_mask
 from convatt.layers.core import attention_cache, xla_island
-from convatt.layers.core.blocked_attention import block_size, blocked_attention, check_query_block, key_masks
+from convatt.layers.core.blocked_attention import block_size, blocked_attention, check_query_block
 from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS
 from convatt.layers.core.modified_attention import ModifiedAttention
-from convatt.layers.core.rows import AttentionCall, call_facts, padded_rows
+from convatt.layers.core.rows import AttentionCall, CallMasks, call_facts, call_rows, padded_rows
 from convatt.layers.forms import compile_core, drop_in_forms
 
 WEIGHT_ORDERS = ("keras", "modifications_first")
@@ -263,8 +263,7 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         masks = (query_mask, value_mask, key_mask, attention_mask)
         call = call_facts(self.name, masks, use_causal_mask, self_attention, bool(self.attention_conv))
         if block := self._query_blocks(query, value, return_attention_scores, masks):
-            facts = {"masked": call.masked, "self_attention": call.self_attention}
-            call = replace(call, blocks=key_masks(*masks, causal=call.causal, **facts), block_size=block)
+            call = replace(call, blocks=CallMasks.of_call(*masks), block_size=block)
             mask = None  # made block by block
         else:
             mask = self._call_mask(query, value, masks, call)
@@ -379,14 +378,14 @@ class MultiHeadAttention(ModifiedAttention, keras.layers.MultiHeadAttention):
         the blocks of queries or the modified attention matrix, dropout and the product with the values."""
         query, key, value = self.projected(query, key, value)  # the temperature, if on
         if call.blocks is not None:
-            return blocked_attention(self, query, key, value, call.blocks, call.block_size, training), None
+            return blocked_attention(self, query, key, value, call, training), None
         if self._keras_computes(call, attention_mask, return_attention_scores):
             return keras_compat.keras_attention(
                 self, query, key, value, attention_mask, training, return_attention_scores, use_causal_mask
             )  # fmt: skip
-        keep = None if attention_mask is None else keep_mask(attention_mask)
-        pads = padded_rows(keep, call, keras_fused=self.dropout == 0 and not return_attention_scores)
-        context = self._modification_context(query, key, keep, use_causal_mask, call.causal, pads)
+        rows = call_rows(query, key, None if attention_mask is None else keep_mask(attention_mask), use_causal_mask)
+        pads = padded_rows(rows, call, keras_fused=self.dropout == 0 and not return_attention_scores)
+        context = self._modification_context(query, rows, call.causal, pads)
         _, attention = self.attention_maps(query, key, context)
         dropped = keras_compat.dropout_layer(self)(ops.cast(attention, self.compute_dtype), training=training)
         output = self.value_terms(ops.einsum(keras_compat.combine_equation(self), dropped, value), dropped, context)

@@ -1,17 +1,21 @@
 """The facts of one call, frozen and made once per call (no layer state): what `MultiHeadAttention`'s
-`call` tells its core (`AttentionCall`, the padded rows) and what the modifications read besides
-the tensor they transform (`AttentionContext`), with how a whole call makes them."""
+`call` tells its core (`AttentionCall`, the padded rows), the rows a computation runs over
+(`QueryRows`: which keys each keeps, which are padding, with the caller's masks on them,
+`CallMasks`) and what the modifications read besides the tensor they transform
+(`AttentionContext`). The whole matrix, a block of queries and a cached decoding step are one
+computation on different rows."""
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from keras import ops
 
 from convatt.layers import _keras_compat as keras_compat
-from convatt.layers._utils import causal_keep, fully_masked_rows, padded_key_rows
+from convatt.layers._utils import causal_keep, fully_masked_rows, keep_mask, padded_key_rows
 from convatt.layers.forms import PUBLISHED, AttentionForms
 
 
@@ -55,22 +59,158 @@ class AttentionContext:
     forms: AttentionForms = PUBLISHED
 
 
-def attention_context(query, keep, causal: bool, pads=None, forms: AttentionForms = PUBLISHED) -> AttentionContext:
-    """The context of one call: `keep` `(b, 1, q, k)` or None, `causal` as the caller says,
-    the padded rows `pads` or None, the call's `forms`."""
+@dataclass(frozen=True)
+class CallMasks:
+    """A call's masks as the caller gave them, by query position: none is made a whole matrix
+    here, each computation takes its own rows' part (`on`).
+
+    Attributes:
+        query_mask: boolean `(b, q)` or None: the real queries.
+        key_mask: boolean `(b, k)` or None: the real keys (`value_mask` and `key_mask` and-ed).
+        attention_mask: `(b, q, k)` or `(b, h, q, k)` or None: by query row.
+        first: None, or the position of the masks' first row (a cached step's caller masks its
+            new rows alone); a row before it (an earlier query the step recomputes for its
+            convolution) reads the first row's (the caller's mask is assumed the same for every
+            row but for causality: KerasHub's), none of its keys past the row's own position
+            nor any before position 0.
+        cross: the keys are not the queries' sequence (a cross-attention cache): a row before
+            `first` keeps the first row's keys whatever its position (none before position 0).
+    """
+
+    query_mask: Any = None
+    key_mask: Any = None
+    attention_mask: Any = None
+    first: Any = None
+    cross: bool = False
+
+    @classmethod
+    def of_call(cls, query_mask=None, value_mask=None, key_mask=None, attention_mask=None) -> CallMasks:
+        """The masks of a call's `(query_mask, value_mask, key_mask, attention_mask)`, the value's
+        and the key's and-ed into one."""
+        keys = value_mask
+        if key_mask is not None:
+            keys = key_mask if keys is None else ops.logical_and(ops.cast(keys, "bool"), ops.cast(key_mask, "bool"))
+        return cls(query_mask, keys, attention_mask)
+
+    def on(self, positions, key_len) -> Any:
+        """Boolean `(b or 1, 1 or h, len(positions), key_len)`: the pairs the masks keep for the
+        query rows at `positions` (int32 `(rows,)`, within the masks' rows where `first` is
+        None); None where nothing is masked."""
+        parts = []
+        if self.attention_mask is not None:
+            rows = self._rows(positions, ops.shape(self.attention_mask)[-2])
+            parts.append(ops.take(keep_mask(self.attention_mask), rows, axis=2))
+        if self.query_mask is not None:
+            rows = self._rows(positions, ops.shape(self.query_mask)[1])
+            parts.append(ops.take(ops.cast(self.query_mask, "bool"), rows, axis=1)[:, None, :, None])
+        if self.key_mask is not None:
+            parts.append(ops.cast(self.key_mask, "bool")[:, None, None, :])
+        if self.first is not None:
+            parts.append(self._earlier_rows(positions, key_len))
+        keep = _all(parts)
+        every_pair = ops.ones((1, 1, ops.shape(positions)[0], key_len), "bool")
+        return None if keep is None else ops.logical_and(keep, every_pair)  # broadcast to the rows
+
+    def _rows(self, positions, count):
+        """The row of a mask of `count` rows that each position reads: its own, or (with `first`)
+        its offset from the first, within the mask (a one-row mask: that row for all)."""
+        if self.first is None:
+            return positions
+        return ops.clip(positions - ops.cast(self.first, "int32"), 0, count - 1)
+
+    def _earlier_rows(self, positions, key_len):
+        """`(1, 1, rows, 1 or key_len)`: every key of the rows from `first`; before it, the keys
+        up to the row's position (`causal_keep`; `cross`: every key), none before position 0."""
+        own = ops.greater_equal(positions, ops.cast(self.first, "int32"))[:, None]
+        earlier = ops.greater_equal(positions, 0)[:, None] if self.cross else causal_keep(positions, key_len)
+        return ops.logical_or(own, earlier)[None, None]
+
+
+def _all(parts: list):
+    """The `and` of boolean tensors (None: no part)."""
+    if not parts:
+        return None
+    keep = parts[0]
+    for part in parts[1:]:
+        keep = ops.logical_and(keep, part)
+    return keep
+
+
+@dataclass(frozen=True)
+class QueryRows:
+    """The query rows one computation runs over, and the one answer to which keys each keeps
+    (`keep`), which are padding (`pads`) and whether a real one sees a later key
+    (`sees_later`): a whole call's rows, a block's slab (its rows and the halo its convolution
+    reads: `slab_positions`) and a cached step's (its new rows and the earlier ones).
+
+    Attributes:
+        positions: int `(rows,)`, the rows' positions among the queries (the keys': `0 ..
+            key_len - 1`).
+        key_len: how many keys.
+        given: boolean `(b or 1, 1 or h, rows, key_len)` or None: the caller's masks on these
+            rows (a whole call's mask, `CallMasks.on`).
+        causal: no row keeps a key after its position (the causal mask).
+        inside: boolean `(rows,)` or None (all are): the rows inside the sequence; the others
+            (a slab's halo past its ends) keep no key and are no pad.
+    """
+
+    positions: Any
+    key_len: Any
+    given: Any = None
+    causal: bool = False
+    inside: Any = None
+
+    @cached_property
+    def keep(self) -> Any:
+        """Boolean `(b or 1, 1 or h, rows, key_len)`, True where a row may attend a key; None
+        where nothing is masked."""
+        keep = self.given
+        if self.causal:
+            cut = causal_keep(self.positions, self.key_len)[None, None]
+            keep = cut if keep is None else ops.logical_and(keep, cut)
+        if self.inside is not None:
+            inside = self.inside[None, None, :, None]
+            keep = ops.logical_and(inside, ops.ones((1, 1, 1, self.key_len), "bool") if keep is None else keep)
+        return keep
+
+    def pads(self, key_pads, keras_fused: bool) -> Any:
+        """The padded rows `(b, 1 or h, rows, 1)` among these (`row_pads`; None: none):
+        `key_pads`, the rows at padded keys' positions (self-attention; None: none)."""
+        if self.keep is None:
+            return None
+        inside = None if self.inside is None else self.inside[None, None, :, None]
+        return row_pads(self.keep, key_pads, keras_fused, inside)
+
+    def sees_later(self, pads) -> Any:
+        """Boolean `(b or 1, 1, 1, 1)`: whether a real row (not among `pads`) attends a key after
+        its own position. The whole call's rows and a block's (or-ed over the blocks) alike."""
+        later = ops.logical_not(causal_keep(self.positions, ops.shape(self.keep)[-1]))[None, None]
+        real = self.keep if pads is None else ops.logical_and(self.keep, ops.logical_not(pads))  # the real rows' keys
+        return ops.any(ops.logical_and(real, later), axis=(1, 2, 3), keepdims=True)
+
+
+def slab_positions(first, count, before: int, after: int = 0) -> Any:
+    """Int32 `(before + count + after,)`: the positions of `count` query rows from `first` (an int
+    or int tensor) and of the halo a convolution reads around them (`ModifiedAttention.halo`):
+    a block's slab, a cached step's new rows and the earlier ones it recomputes."""
+    return ops.cast(first, "int32") + ops.arange(-before, count + after, dtype="int32")
+
+
+def call_rows(query, key, keep, causal: bool) -> QueryRows:
+    """A whole call's rows: the queries `(b, q, ...)` at `0 .. q - 1`, the keys of `key`, the
+    call's mask `keep` `(b, 1 or h, q, k)` or None, cut causally where `causal`."""
+    return QueryRows(ops.arange(ops.shape(query)[1]), ops.shape(key)[1], keep, causal)
+
+
+def attention_context(
+    query, rows: QueryRows, causal: bool, pads=None, forms: AttentionForms = PUBLISHED
+) -> AttentionContext:
+    """The context of a whole call on its `rows` (`call_rows`; positions None: the whole
+    matrix's), `causal` as the caller says, the padded rows `pads` or None, the call's `forms`."""
+    keep = rows.keep
     if keep is None or causal:
         return AttentionContext(query, keep, causal, None, pads=pads, forms=forms)
-    sees_later = sees_later_keys(keep, pads, ops.arange(ops.shape(keep)[-2]))
-    return AttentionContext(query, keep, False, ops.cast(sees_later, "float32"), pads=pads, forms=forms)
-
-
-def sees_later_keys(keep, pads, positions):
-    """Boolean `(b or 1, 1, 1, 1)`: whether a real row (not among `pads`) of `keep`
-    `(b, 1 or h, rows, k)`, the query rows at `positions` (int `(rows,)`), attends a key after its
-    own position. The whole call's rows and a block's (or-ed over the blocks) alike."""
-    later = ops.logical_not(causal_keep(positions, ops.shape(keep)[-1]))[None, None]
-    real = keep if pads is None else ops.logical_and(keep, ops.logical_not(pads))  # the real rows' keys
-    return ops.any(ops.logical_and(real, later), axis=(1, 2, 3), keepdims=True)
+    return AttentionContext(query, keep, False, ops.cast(rows.sees_later(pads), "float32"), pads=pads, forms=forms)
 
 
 @dataclass(frozen=True)
@@ -84,15 +224,16 @@ class AttentionCall:
             or the query and the value one tensor): a padded key's query is a pad too.
         masked: a padding or attention mask was given (`query_mask`, `value_mask`,
             `key_mask`, `attention_mask`, or the inputs' Keras masks).
-        blocks: the call's masks as given, where the attention is computed in blocks of
-            queries (`query_block`; `convatt.layers.core.blocked_attention`); None: the whole matrix.
+        blocks: the call's masks as given (`CallMasks`), where the attention is computed in
+            blocks of queries (`query_block`; `convatt.layers.core.blocked_attention`); None: the
+            whole matrix.
         block_size: the queries per block where `blocks` is given.
     """
 
     causal: bool = False
     self_attention: bool = False
     masked: bool = False
-    blocks: Any = None  # a `blocked_attention.BlockMasks` (not imported: the blocks import this module)
+    blocks: CallMasks | None = None
     block_size: int = 0
 
 
@@ -121,15 +262,16 @@ def _warn_query_pads_unknown(layer: str) -> None:
     )
 
 
-def padded_rows(keep, call: AttentionCall, keras_fused: bool):
-    """The padded query rows `(b, 1 or h, q, 1)` (None: none known), which attend as Keras' layer
-    makes them attend and which the convolutions read as zero rows: in self-attention, the
-    positions of padded keys; a row with no key left is uniform over every key in Keras' fused
-    attention (`keras_fused`: no dropout, no attention asked for) and, from Keras 3.10, 0 in its
-    other path (then not a pad here: a zero row already; uniform there too before 3.10)."""
-    if keep is None or not call.masked:
+def padded_rows(rows: QueryRows, call: AttentionCall, keras_fused: bool) -> Any:
+    """The padded query rows `(b, 1 or h, q, 1)` of a whole call's `rows` (None: none known), which
+    attend as Keras' layer makes them attend and which the convolutions read as zero rows: in
+    self-attention, the positions of padded keys; a row with no key left is uniform over every
+    key in Keras' fused attention (`keras_fused`: no dropout, no attention asked for) and, from
+    Keras 3.10, 0 in its other path (then not a pad here: a zero row already; uniform there too
+    before 3.10)."""
+    if rows.keep is None or not call.masked:
         return None
-    return row_pads(keep, padded_key_rows(keep) if call.self_attention else None, keras_fused)
+    return rows.pads(padded_key_rows(rows.keep) if call.self_attention else None, keras_fused)
 
 
 def row_pads(keep, key_pads, keras_fused: bool, inside=None):

@@ -16,6 +16,7 @@ from keras import ops
 from convatt.layers._utils import combine_attention_masks, per_head_initializer
 from convatt.layers.core.modifications import MODIFICATION_OPTIONS, MODIFICATIONS, STAGES, Modification
 from convatt.layers.core.modified_attention import ModifiedAttention
+from convatt.layers.core.rows import call_rows
 
 __all__ = ["MODIFICATIONS", "MODIFICATION_OPTIONS", "STAGES", "Modification", "SelfAttention"]
 
@@ -219,13 +220,13 @@ class SelfAttention(ModifiedAttention, keras.layers.Layer):
             convolves before the softmax). Masked pairs are 0 in both.
         """
         query, key, _ = self._projections(inputs, with_values=False)
-        keep = combine_attention_masks(mask, attention_mask)
-        return self.attention_maps(query, key, self._modification_context(query, key, keep, use_causal_mask, False))
+        rows = call_rows(query, key, combine_attention_masks(mask, attention_mask), use_causal_mask)
+        return self.attention_maps(query, key, self._modification_context(query, rows, False))
 
     def call(self, inputs, mask=None, attention_mask=None, return_attention_scores=False, use_causal_mask=False):
         query, key, value = self._projections(inputs)  # (b, t, h, d)
-        keep = combine_attention_masks(mask, attention_mask)
-        context = self._modification_context(query, key, keep, use_causal_mask, False)
+        rows = call_rows(query, key, combine_attention_masks(mask, attention_mask), use_causal_mask)
+        context = self._modification_context(query, rows, False)
         _, attention = self.attention_maps(query, key, context)
         outputs = ops.einsum("bhqk,bkhd->bqhd", ops.cast(attention, self.compute_dtype), value)
         outputs = self.value_terms(outputs, attention, context)  # no dropout: the float32 attention
